@@ -1,0 +1,143 @@
+// meshc: the command-line driver. Parses flags (CLI11), runs the pipeline as one
+// straight-line function per sub-command, renders the diagnostics bundle once.
+// Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "sema/loader.h"
+#include "sema/resolve.h"
+#include "support/diagnostics.h"
+#include "syntax/ast_printer.h"
+#include "syntax/parser.h"
+
+namespace {
+
+using namespace meshc;
+
+enum class ErrorFormat { Human, Json };
+
+struct CheckOptions {
+    std::vector<std::string> files;
+    bool syntax_only = false;
+    std::string emit;  // "", "ast"
+    std::string stdlib_dir;
+    ErrorFormat error_format = ErrorFormat::Human;
+    size_t max_errors = 100;
+};
+
+std::string default_stdlib_dir() {
+    if (const char* env = std::getenv("MESHC_STDLIB")) return env;
+    return MESHC_STDLIB_DIR;
+}
+
+void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFormat format,
+            size_t max_errors) {
+    std::vector<Diagnostic> all = diags.sorted();
+    if (format == ErrorFormat::Json) {
+        render_json(std::cout, sources, all);
+        return;
+    }
+    size_t shown = all.size();
+    if (max_errors != 0 && shown > max_errors) shown = max_errors;
+    std::vector<Diagnostic> head(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown));
+    render_human(std::cerr, sources, head);
+    if (shown < all.size()) {
+        std::cerr << fmt::format("meshc: {} more diagnostics not shown (--max-errors=0 shows all)\n",
+                                 all.size() - shown);
+    }
+    if (diags.error_count() > 0) {
+        std::cerr << fmt::format("meshc: {} error{} found\n", diags.error_count(),
+                                 diags.error_count() == 1 ? "" : "s");
+    }
+}
+
+// `meshc check`: parse (and, unless --syntax-only, resolve names) for each file.
+int run_check(const CheckOptions& options) {
+    SourceManager sources;
+    DiagnosticEngine diags;
+    sema::LoadOptions load{options.stdlib_dir};
+    for (const std::string& path : options.files) {
+        if (options.syntax_only || options.emit == "ast") {
+            FileId file = sema::read_source_file(sources, diags, path);
+            if (file == kNoFile) continue;
+            auto module = syntax::parse_file(sources, file, diags);
+            if (options.emit == "ast") syntax::print_ast(std::cout, sources, *module);
+            continue;
+        }
+        sema::Program program = sema::load_program(sources, diags, path, load);
+        if (program.modules.empty()) continue;
+        sema::resolve_program(sources, program, diags);
+    }
+    render(sources, diags, options.error_format, options.max_errors);
+    return diags.has_errors() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"meshc: the Mesh compiler (sharding is part of the type)", "meshc"};
+    app.set_version_flag("--version", std::string("meshc ") + MESHC_VERSION);
+    app.require_subcommand(0, 1);
+
+    CheckOptions check;
+    check.stdlib_dir = default_stdlib_dir();
+    std::string error_format = "human";
+    CLI::App* check_cmd = app.add_subcommand(
+        "check", "Check Mesh source files: syntax and names (types come with the checker)");
+    check_cmd->add_option("files", check.files, "Source files (.msh)")->required();
+    check_cmd->add_flag("--syntax-only", check.syntax_only, "Stop after parsing");
+    check_cmd->add_option("--emit", check.emit, "Print an intermediate form: ast")
+        ->check(CLI::IsMember({"ast"}));
+    check_cmd->add_option("--error-format", error_format, "Diagnostics as `human` text or `json` lines")
+        ->check(CLI::IsMember({"human", "json"}));
+    check_cmd->add_option("--stdlib", check.stdlib_dir, "Standard library folder (default: "
+                                                        "$MESHC_STDLIB or the built-in path)");
+    check_cmd->add_option("--max-errors", check.max_errors,
+                          "Show at most N diagnostics in human format (0: all)");
+
+    std::string help_topic;
+    CLI::App* help_cmd = app.add_subcommand("help", "Show help for meshc or a sub-command");
+    help_cmd->add_option("command", help_topic, "Sub-command");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int status = app.exit(e);
+        return status == 0 ? 0 : 2;
+    }
+
+    if (help_cmd->parsed()) {
+        if (help_topic.empty()) {
+            std::cout << app.help();
+            return 0;
+        }
+        for (CLI::App* sub : app.get_subcommands({})) {
+            if (sub->get_name() == help_topic) {
+                std::cout << sub->help();
+                return 0;
+            }
+        }
+        std::cerr << fmt::format("meshc: no sub-command `{}`; see `meshc help`\n", help_topic);
+        return 2;
+    }
+    if (!check_cmd->parsed()) {
+        std::cerr << app.help();
+        return 2;
+    }
+
+    check.error_format = error_format == "json" ? ErrorFormat::Json : ErrorFormat::Human;
+    try {
+        return run_check(check);
+    } catch (const InternalError& e) {
+        std::cerr << "meshc: internal compiler error: " << e.message << "\n";
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::cerr << "meshc: internal compiler error: out of memory\n";
+        return 2;
+    }
+}

@@ -1,0 +1,160 @@
+// Diagnostic code table and the two renderers; see diagnostics.h.
+#include "support/diagnostics.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace meshc {
+
+namespace {
+
+const DiagCodeInfo kCodeInfos[] = {
+#define MESHC_DIAG(code, severity, title) {#code, Severity::severity, title},
+#include "support/diagnostic_codes.def"
+#undef MESHC_DIAG
+};
+
+std::string_view severity_name(Severity s) {
+    switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+    }
+    return "error";
+}
+
+// Expands tabs so that carets line up with what a terminal shows.
+std::string expand_tabs(std::string_view line, uint32_t upto, uint32_t* visual_col) {
+    std::string out;
+    for (uint32_t i = 0; i < line.size(); ++i) {
+        if (i == upto) *visual_col = static_cast<uint32_t>(out.size());
+        if (line[i] == '\t') {
+            out.append(4 - out.size() % 4, ' ');
+        } else {
+            out.push_back(line[i]);
+        }
+    }
+    if (upto >= line.size()) *visual_col = static_cast<uint32_t>(out.size()) + (upto - static_cast<uint32_t>(line.size()));
+    return out;
+}
+
+void render_snippet(std::ostream& out, const SourceManager& sources, Span span) {
+    LineCol start = sources.line_col(span.file, span.begin);
+    LineCol stop = sources.line_col(span.file, span.end);
+    std::string_view line = sources.line_text(span.file, start.line);
+    uint32_t caret_begin = 0;
+    uint32_t caret_end = 0;
+    std::string shown = expand_tabs(line, start.col - 1, &caret_begin);
+    // Underline to the end of the span, or to the end of the line for multi-line spans.
+    uint32_t end_col = stop.line == start.line ? stop.col - 1 : static_cast<uint32_t>(line.size());
+    expand_tabs(line, end_col, &caret_end);
+    uint32_t width = caret_end > caret_begin ? caret_end - caret_begin : 1;
+    std::string number = std::to_string(start.line);
+    std::string gutter(number.size(), ' ');
+    out << fmt::format(" {} | {}\n", number, shown);
+    out << fmt::format(" {} | {}^{}\n", gutter, std::string(caret_begin, ' '),
+                       std::string(width - 1, '~'));
+}
+
+void add_location(nlohmann::ordered_json& j, const SourceManager& sources, Span span) {
+    if (!span.valid()) {
+        j["file"] = nullptr;
+        j["line"] = nullptr;
+        j["col"] = nullptr;
+        j["end_line"] = nullptr;
+        j["end_col"] = nullptr;
+        return;
+    }
+    LineCol start = sources.line_col(span.file, span.begin);
+    LineCol stop = sources.line_col(span.file, span.end);
+    j["file"] = sources.path(span.file);
+    j["line"] = start.line;
+    j["col"] = start.col;
+    j["end_line"] = stop.line;
+    j["end_col"] = stop.col;
+}
+
+}  // namespace
+
+const DiagCodeInfo& diag_code_info(DiagCode code) {
+    return kCodeInfos[static_cast<size_t>(code)];
+}
+
+const std::vector<DiagCode>& all_diag_codes() {
+    static const std::vector<DiagCode> codes = [] {
+        std::vector<DiagCode> v;
+        for (size_t i = 0; i < std::size(kCodeInfos); ++i) v.push_back(static_cast<DiagCode>(i));
+        return v;
+    }();
+    return codes;
+}
+
+Diagnostic& DiagnosticEngine::emit(DiagCode code, Span span, std::string message) {
+    Severity severity = diag_code_info(code).severity;
+    if (severity == Severity::Error) ++error_count_;
+    diagnostics_.push_back(Diagnostic{code, severity, span, std::move(message), {}});
+    return diagnostics_.back();
+}
+
+std::vector<Diagnostic> DiagnosticEngine::sorted() const {
+    std::vector<Diagnostic> result = diagnostics_;
+    std::stable_sort(result.begin(), result.end(), [](const Diagnostic& a, const Diagnostic& b) {
+        if (a.span.file != b.span.file) return a.span.file < b.span.file;
+        return a.span.begin < b.span.begin;
+    });
+    return result;
+}
+
+void render_human(std::ostream& out, const SourceManager& sources,
+                  const std::vector<Diagnostic>& diagnostics) {
+    for (const Diagnostic& d : diagnostics) {
+        std::string_view code = diag_code_info(d.code).name;
+        if (d.span.valid()) {
+            LineCol lc = sources.line_col(d.span.file, d.span.begin);
+            out << fmt::format("{}:{}:{}: {}[{}]: {}\n", sources.path(d.span.file), lc.line,
+                               lc.col, severity_name(d.severity), code, d.message);
+            render_snippet(out, sources, d.span);
+        } else {
+            out << fmt::format("{}[{}]: {}\n", severity_name(d.severity), code, d.message);
+        }
+        for (const DiagNote& n : d.notes) {
+            if (n.span.valid()) {
+                LineCol lc = sources.line_col(n.span.file, n.span.begin);
+                out << fmt::format("{}:{}:{}: note: {}\n", sources.path(n.span.file), lc.line,
+                                   lc.col, n.message);
+                render_snippet(out, sources, n.span);
+            } else {
+                out << fmt::format("  = note: {}\n", n.message);
+            }
+        }
+    }
+}
+
+void render_json(std::ostream& out, const SourceManager& sources,
+                 const std::vector<Diagnostic>& diagnostics) {
+    for (const Diagnostic& d : diagnostics) {
+        nlohmann::ordered_json j;
+        j["severity"] = severity_name(d.severity);
+        j["code"] = diag_code_info(d.code).name;
+        j["message"] = d.message;
+        add_location(j, sources, d.span);
+        j["notes"] = nlohmann::ordered_json::array();
+        for (const DiagNote& n : d.notes) {
+            nlohmann::ordered_json note;
+            note["message"] = n.message;
+            add_location(note, sources, n.span);
+            j["notes"].push_back(std::move(note));
+        }
+        // Invalid UTF-8 in a message (from a hostile source file) must not throw.
+        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+}
+
+void internal_error(std::string message, const char* file, int line) {
+    throw InternalError{fmt::format("{} ({}:{})", message, file, line)};
+}
+
+}  // namespace meshc

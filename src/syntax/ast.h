@@ -1,0 +1,251 @@
+// The abstract syntax tree. Produced by the parser (parser.cpp); consumed by the AST
+// printer (--emit=ast), name resolution (sema/resolve.cpp) and, later, type inference.
+// Nodes are owned by their Module's arena and never change after parsing. Every node
+// has a span; identifiers are views into the SourceManager's text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/source_manager.h"
+
+namespace meshc::ast {
+
+struct Ident {
+    std::string_view name;
+    Span span;
+};
+
+enum class DType : uint8_t { Bool, I32, I64, F16, BF16, F32, F64 };
+std::string_view dtype_name(DType t);
+
+// ---------------------------------------------------------------- dim expressions
+// Sizes in shapes, generic arguments and where clauses.
+
+enum class DimKind : uint8_t { Int, Var, Axis, Binary };
+enum class DimOp : uint8_t { Add, Sub, Mul, Div, Mod };
+
+struct Dim {
+    DimKind kind;
+    Span span;
+    int64_t value = 0;        // Int
+    Ident name;               // Var: the size variable; Axis: the mesh
+    Ident axis;               // Axis: the mesh axis (`M.data`)
+    DimOp op = DimOp::Add;    // Binary
+    const Dim* lhs = nullptr; // Binary
+    const Dim* rhs = nullptr; // Binary
+};
+
+enum class CmpOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+std::string_view cmp_op_spelling(CmpOp op);
+
+/// `where` clause: lhs op rhs over dims.
+struct Constraint {
+    const Dim* lhs;
+    CmpOp op;
+    const Dim* rhs;
+    Span span;
+};
+
+// ---------------------------------------------------------------- types
+
+/// One entry of a `with {...}` layout or a layout literal: key (a size-variable name or
+/// a dim position) mapped to mesh axes, major first.
+struct LayoutEntry {
+    std::optional<Ident> key_name;  // set when keyed by name
+    int64_t key_pos = -1;           // set (>= 0) when keyed by position
+    Span key_span;
+    std::vector<Ident> axes;
+    Span span;
+};
+
+struct Layout {
+    std::vector<LayoutEntry> entries;
+    Span span;
+};
+
+enum class TypeKind : uint8_t { Scalar, Tensor, Tuple, Named };
+
+struct Type {
+    TypeKind kind;
+    Span span;
+    DType dtype = DType::F32;                 // Scalar, Tensor
+    std::vector<const Dim*> shape;            // Tensor
+    std::optional<Ident> mesh;                // Tensor: `on M`
+    std::optional<Layout> layout;             // Tensor: `with {...}`
+    std::optional<std::vector<Ident>> partial;// Tensor: `partial {...}`
+    Span partial_span;
+    std::vector<const Type*> elements;        // Tuple
+    std::optional<Ident> module;              // Named: `nn.Mlp`
+    Ident name;                               // Named
+    std::vector<const Dim*> args;             // Named: `Mlp[Pod, 64]`
+};
+
+// ---------------------------------------------------------------- expressions
+
+enum class ExprKind : uint8_t {
+    IntLit, FloatLit, BoolLit, StringLit, DTypeName, Name,
+    Unary, Binary, Call, Field, Tuple, List, LayoutLit, StructLit, If
+};
+
+enum class UnaryOp : uint8_t { Neg, Not };
+enum class BinaryOp : uint8_t {
+    Or, And, Eq, Ne, Lt, Le, Gt, Ge, Add, Sub, Mul, Div, Mod, MatMul
+};
+std::string_view binary_op_spelling(BinaryOp op);
+
+struct Expr;
+struct Block;
+
+struct Arg {
+    std::optional<Ident> label;  // named argument `axis: 1`
+    const Expr* value;
+    Span span;
+};
+
+struct FieldInit {
+    Ident name;
+    const Expr* value;
+};
+
+struct Expr {
+    ExprKind kind;
+    Span span;
+    uint32_t height = 1;                 // tree height, bounded by the parser (E0107)
+    int64_t int_value = 0;               // IntLit
+    double float_value = 0;              // FloatLit
+    bool bool_value = false;             // BoolLit
+    std::string string_value;            // StringLit (decoded)
+    DType dtype = DType::F32;            // DTypeName
+    Ident name;                          // Name, Field (the field), StructLit (the struct)
+    UnaryOp unary_op = UnaryOp::Neg;     // Unary
+    BinaryOp binary_op = BinaryOp::Add;  // Binary
+    Span op_span;                        // Unary, Binary: the operator token
+    const Expr* lhs = nullptr;           // Unary operand, Binary lhs, Call callee, Field base
+    const Expr* rhs = nullptr;           // Binary rhs
+    std::vector<Arg> args;               // Call
+    std::vector<const Expr*> elements;   // Tuple, List
+    const Layout* layout = nullptr;      // LayoutLit
+    std::vector<FieldInit> fields;       // StructLit
+    const Expr* cond = nullptr;          // If
+    const Block* then_block = nullptr;   // If
+    const Block* else_block = nullptr;   // If: `else { }`
+    const Expr* else_if = nullptr;       // If: `else if ...`
+};
+
+// ---------------------------------------------------------------- statements
+
+enum class PatternKind : uint8_t { Name, Wildcard, Tuple };
+
+struct Pattern {
+    PatternKind kind;
+    Span span;
+    Ident name;                            // Name
+    std::vector<const Pattern*> elements;  // Tuple
+};
+
+enum class StmtKind : uint8_t { Let, Var, Assign, For, Return, Expr, Empty };
+
+struct Stmt {
+    StmtKind kind;
+    Span span;
+    const Pattern* pattern = nullptr;  // Let
+    Ident name;                        // Var, For (induction variable)
+    const Type* type = nullptr;        // Let, Var: annotation
+    const Expr* value = nullptr;       // Let, Var, Assign (rhs), Return (may be null), Expr
+    const Expr* target = nullptr;      // Assign
+    const Expr* range_begin = nullptr; // For
+    const Expr* range_end = nullptr;   // For
+    const Block* body = nullptr;       // For
+};
+
+struct Block {
+    std::vector<const Stmt*> stmts;
+    /// The block's value: a trailing expression without `;`, or a trailing `if` with an
+    /// `else` (which is then not in stmts).
+    const Expr* tail = nullptr;
+    Span span;
+};
+
+// ---------------------------------------------------------------- items
+
+struct GenericParam {
+    Ident name;
+    std::optional<Ident> kind;  // `M: Mesh`, `B: Dim`; checked by name resolution
+    Span span;
+};
+
+struct Param {
+    Ident name;
+    const Type* type;
+    Span span;
+};
+
+struct Attribute {
+    Ident name;
+    Span span;
+};
+
+struct MeshAxisDecl {
+    Ident name;
+    int64_t size = 0;
+    Span size_span;
+    struct LinkProp {
+        Ident key;
+        double value;
+        Span span;
+    };
+    std::vector<LinkProp> link;
+    Span span;
+};
+
+enum class ItemKind : uint8_t { Import, Mesh, Struct, Fn };
+
+struct Item {
+    ItemKind kind;
+    Span span;
+    Ident name;                             // Mesh, Struct, Fn; Import: the alias
+    std::vector<std::string_view> doc;      // doc comment lines, `///` removed
+    std::vector<Attribute> attrs;
+    std::vector<Ident> path;                // Import: module path
+    bool has_alias = false;                 // Import: `as name` written
+    std::vector<MeshAxisDecl> axes;         // Mesh
+    std::vector<GenericParam> generics;     // Struct, Fn
+    std::vector<Param> fields;              // Struct
+    std::vector<Param> params;              // Fn
+    const Type* result = nullptr;           // Fn (null: returns nothing)
+    std::vector<Constraint> where;          // Fn
+    const Block* body = nullptr;            // Fn
+};
+
+/// A parsed file. Owns every node reachable from `items`.
+class Module {
+public:
+    FileId file = kNoFile;
+    std::vector<const Item*> items;
+
+    template <typename T>
+    T* make(T value) {
+        auto owned = std::make_unique<Holder<T>>(std::move(value));
+        T* raw = &owned->value;
+        nodes_.push_back(std::move(owned));
+        return raw;
+    }
+
+private:
+    struct HolderBase {
+        virtual ~HolderBase() = default;
+    };
+    template <typename T>
+    struct Holder : HolderBase {
+        explicit Holder(T v) : value(std::move(v)) {}
+        T value;
+    };
+    std::vector<std::unique_ptr<HolderBase>> nodes_;
+};
+
+}  // namespace meshc::ast

@@ -1,0 +1,21 @@
+# lit configuration for meshc's textual tests (FileCheck on --emit output and diagnostics).
+import os
+import lit.formats
+
+config.name = "meshc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".msh"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+
+build = lit_config.params.get("meshc_build")
+llvm_bin = lit_config.params.get("llvm_bin", "/usr/lib/llvm-19/bin")
+if not build:
+    lit_config.fatal("pass --param meshc_build=<build dir>")
+config.test_exec_root = os.path.join(build, "tests", "lit")
+
+# FileCheck from LLVM 19 first on PATH (the system's plain FileCheck does not exist).
+config.environment["PATH"] = os.pathsep.join([llvm_bin, build, os.environ.get("PATH", "")])
+config.environment["MESHC_STDLIB"] = os.path.join(os.path.dirname(os.path.dirname(config.test_source_root)), "stdlib")
+config.substitutions.append(("%meshc", os.path.join(build, "meshc")))
+config.substitutions.append(("%verify", "python3 " + os.path.join(config.test_source_root, "..", "conformance", "verify_diagnostics.py") + " --meshc " + os.path.join(build, "meshc")))

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package meshc needs to build and test. Idempotent: packages
+# already present are skipped, so a second run costs about a second.
+# Run as root (CI and the developer machines are root); otherwise it uses sudo.
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ python3 git
+  llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev
+  libz3-dev z3 libfmt-dev catch2 re2c bison
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  nlohmann-json3-dev libcli11-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

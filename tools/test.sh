@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs the Debian packages, builds, runs
+# every test (unit, lit, grammar conformance, diagnostic coverage), then an ASan+UBSan
+# build with clang-19 that runs the same tests and the parser fuzzer for a bounded time.
+#   tools/test.sh            everything (what CI runs)
+#   tools/test.sh --quick    the normal build and its tests only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+jobs=$(nproc)
+fuzz_seconds=${MESHC_FUZZ_SECONDS:-60}
+
+tools/setup.sh
+
+echo "== build (gcc, warnings are errors)"
+cmake -S . -B build -G Ninja -DMESHC_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "$quick" = 1 ]; then exit 0; fi
+
+echo "== build (clang-19, ASan+UBSan, fuzzers)"
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-asan -G Ninja -DMESHC_WERROR=ON \
+  -DMESHC_SANITIZE=address,undefined -DMESHC_FUZZ=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "== tests under ASan+UBSan"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== fuzz the lexer+parser for ${fuzz_seconds}s"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+build-asan/tests/fuzz/meshc-fuzz-parser -max_total_time="$fuzz_seconds" -max_len=4096 \
+  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  -dict=tests/fuzz/mesh.dict "$scratch" tests/fuzz/corpus 2>&1 | grep -E "^(#|stat::|Done|INFO: Seed)" | tail -8
+echo "fuzz: no crash"
