@@ -72,8 +72,8 @@ Parser::token_kind_type Lexer::scan(Parser::location_type& loc) {
 
       // '///' followed by anything but '/' (or by the end of the line) is a doc comment;
       // on a tie with the ordinary-comment rule below the earlier rule wins.
-      "///" ([^/\n\x00] [^\n\x00]*)?  { return token::TOK_DOC_COMMENT; }
-      "//" [^\n\x00]*                  { continue; }
+      "///" ([^/\n] [^\n]*)?  { return token::TOK_DOC_COMMENT; }
+      "//" [^\n]*              { continue; }
       [/][*]    { if (block_comment()) continue; return token::TOK_YYerror; }
 
       "import"  { return token::TOK_IMPORT; }
@@ -135,7 +135,7 @@ Parser::token_kind_type Lexer::scan(Parser::location_type& loc) {
 
       "&"  { return error_at(tok_, "'&' is not an operator (logical and is '&&')"); }
       "|"  { return error_at(tok_, "'|' is not an operator (logical or is '||')"); }
-      [\x00]      { return error_at(tok_, "NUL byte in source"); }
+      [\x00]      { return error_at(tok_, "NUL byte outside a string or comment"); }
       [\x80-\xff] { return error_at(tok_, "non-ASCII byte outside a string or comment"); }
       *           { return error_at(tok_, "unexpected character"); }
     */
@@ -168,7 +168,6 @@ bool Lexer::block_comment() {
       [/][*] { ++depth; continue; }
       [*][/] { if (--depth == 0) return true; continue; }
       "\n"   { newline_at(start); continue; }
-      [\x00] { error_at(start, "NUL byte in source"); return false; }
       $      { report(open_line, open_column, "unterminated block comment"); return false; }
       *      { continue; }
     */
@@ -185,7 +184,6 @@ Parser::token_kind_type Lexer::string_literal() {
       [\\]         { return error_at(start, "invalid escape in string literal (only \\\" \\\\ \\n)"); }
       "\n"         { return error_at(tok_, "unterminated string literal"); }
       $            { return error_at(tok_, "unterminated string literal"); }
-      [\x00]       { return error_at(start, "NUL byte in source"); }
       *            { continue; }
     */
   }

@@ -44,7 +44,8 @@ struct Diagnostic {
 };
 
 // Scans one file held in memory. The byte at begin[size] must be '\0' (re2c's
-// end-of-input sentinel); a '\0' before it is an ordinary (invalid) byte.
+// end-of-input sentinel); a '\0' before it is an ordinary byte (allowed in strings
+// and comments, an error elsewhere).
 class Lexer {
  public:
   Lexer(const char* begin, std::size_t size);
@@ -52,8 +53,8 @@ class Lexer {
   // Records an error unless one was recorded already (the first error wins).
   void report(int line, int column, std::string message);
   const Diagnostic& diagnostic() const { return diag_; }
-  // The last two tokens returned, for friendlier messages in Parser::error.
-  Parser::token_kind_type last_token() const { return last_; }
+  // The token before the one returned last (a doc comment, when the file ends right
+  // after one), for Parser::report_syntax_error.
   Parser::token_kind_type previous_token() const { return previous_; }
   const Parser::location_type& previous_location() const { return previous_loc_; }
 
@@ -119,9 +120,12 @@ void Parser::report_syntax_error(const context& ctx) const {
                  "doc comment at end of file: it must be followed by an item");
     return;
   }
+  if (unexpected == symbol_kind::S_DOC_COMMENT) {
+    lexer.report(ctx.location().begin.line, ctx.location().begin.column,
+                 "doc comment is only allowed directly before an item");
+    return;
+  }
   std::string message = "syntax error";
-  if (unexpected == symbol_kind::S_DOC_COMMENT)
-    message = "doc comment is only allowed directly before an item";
   if (unexpected != symbol_kind::S_YYEMPTY) message += ": unexpected " + describe(unexpected);
   // At most four alternatives are listed (none when there are more), as Bison does.
   symbol_kind_type expected[4];
