@@ -37,19 +37,23 @@ std::string_view global_kind_name(GlobalKind k) {
     return "name";
 }
 
+// Edit distance where swapping two adjacent characters is one edit, like inserting,
+// deleting or replacing one (optimal string alignment): `valeu` is one edit from `value`.
 size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    std::vector<size_t> before(b.size() + 1), prev(b.size() + 1), row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
     for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diag = row[0];
         row[0] = i;
         for (size_t j = 1; j <= b.size(); ++j) {
-            size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diag = up;
+            row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+                row[j] = std::min(row[j], before[j - 2] + 1);
+            }
         }
+        before.swap(prev);
+        prev.swap(row);
     }
-    return row[b.size()];
+    return prev[b.size()];
 }
 
 // Best match for `name` among `candidates`, if close enough to suggest.
@@ -93,10 +97,11 @@ class Resolver {
 public:
     Resolver(const SourceManager& sources, const Program& program, size_t module_index,
              DiagnosticEngine& diags, CallGraph& calls)
-        : sources_(sources), program_(program), module_(*program.modules[module_index]),
+        : program_(program), module_(*program.modules[module_index]),
           diags_(diags), calls_(calls) {}
 
     void run() {
+        recovered_.insert(module_.recovered_names.begin(), module_.recovered_names.end());
         collect_globals();
         for (const Item* item : module_.items) check_item(*item);
     }
@@ -188,7 +193,7 @@ private:
                             fmt::format("mesh axis `{}` has size {}; sizes must be at least 1",
                                         axis.name.name, axis.size));
             }
-            std::set<std::string_view> keys;
+            std::map<std::string_view, Span> keys;
             for (const auto& prop : axis.link) {
                 if (prop.key.name != "latency" && prop.key.name != "bandwidth") {
                     diags_.emit(DiagCode::E0208, prop.key.span,
@@ -196,9 +201,10 @@ private:
                         .note("a link has `latency` (seconds) and `bandwidth` (bytes/s)");
                     continue;
                 }
-                if (!keys.insert(prop.key.name).second) {
+                if (auto [first, inserted] = keys.emplace(prop.key.name, prop.key.span); !inserted) {
                     diags_.emit(DiagCode::E0204, prop.key.span,
-                                fmt::format("link property `{}` given twice", prop.key.name));
+                                fmt::format("link property `{}` given twice", prop.key.name))
+                        .note("first given here", first->second);
                 }
                 bool bad = prop.key.name == "latency" ? prop.value < 0 : prop.value <= 0;
                 if (bad) {
@@ -221,22 +227,30 @@ private:
     void declare_generics(const std::vector<GenericParam>& generics, FnScope& scope) {
         for (const GenericParam& g : generics) {
             bool is_mesh = false;
+            bool unknown_kind = false;
             if (g.kind) {
                 if (g.kind->name == "Mesh") {
                     is_mesh = true;
                 } else if (g.kind->name != "Dim") {
+                    unknown_kind = true;
                     diags_.emit(DiagCode::E0207, g.kind->span,
                                 fmt::format("unknown kind `{}` for generic parameter `{}`",
                                             g.kind->name, g.name.name))
                         .note("a generic parameter is a mesh (`M: Mesh`) or a size (`B` or `B: Dim`)");
                 }
             }
-            if (scope.size_vars.count(g.name.name) || scope.mesh_params.count(g.name.name)) {
+            const std::map<std::string_view, Span>& declared =
+                scope.size_vars.count(g.name.name) ? scope.size_vars : scope.mesh_params;
+            if (auto first = declared.find(g.name.name); first != declared.end()) {
                 diags_.emit(DiagCode::E0204, g.name.span,
-                            fmt::format("generic parameter `{}` declared twice", g.name.name));
+                            fmt::format("generic parameter `{}` declared twice", g.name.name))
+                    .note("first declared here", first->second);
                 continue;
             }
-            (is_mesh ? scope.mesh_params : scope.size_vars).emplace(g.name.name, g.name.span);
+            // A parameter of unknown kind is accepted both as a mesh and as a size, so
+            // that its uses are not reported again (no cascade).
+            if (is_mesh || unknown_kind) scope.mesh_params.emplace(g.name.name, g.name.span);
+            if (!is_mesh) scope.size_vars.emplace(g.name.name, g.name.span);
         }
     }
 
@@ -286,6 +300,7 @@ private:
         if (scope.mesh_params.count(name.name)) return MeshRef{true, nullptr};
         auto g = lookup_global(name.name);
         if (g && g->kind == GlobalKind::Mesh) return MeshRef{true, g->item};
+        if (report && !g && recovered_.count(name.name)) report = false;
         if (report) {
             auto& d = diags_.emit(DiagCode::E0203, name.span,
                                   fmt::format("`{}` is not a declared mesh", name.name));
@@ -294,7 +309,7 @@ private:
             } else if (g) {
                 d.note(fmt::format("`{}` is a {}", name.name, global_kind_name(g->kind)));
             }
-            d.note("a mesh after `on` is a `mesh` item or a generic parameter `M: Mesh`");
+            d.note("a mesh is a `mesh` item or a generic parameter `M: Mesh`");
         }
         return MeshRef{};
     }
@@ -444,6 +459,11 @@ private:
         return std::nullopt;
     }
 
+    static bool is_recovered(const Module& module, std::string_view name) {
+        return std::find(module.recovered_names.begin(), module.recovered_names.end(), name) !=
+               module.recovered_names.end();
+    }
+
     const Item* find_item(const Module& module, std::string_view name) const {
         for (const Item* item : module.items) {
             if (item->kind != ItemKind::Import && item->name.name == name) return item;
@@ -452,28 +472,49 @@ private:
     }
 
     void resolve_named_type(const Type& type, FnScope& scope, DimMode mode) {
+        if (resolve_struct_type(type, scope, mode) || mode != DimMode::Signature) return;
+        // The struct was reported; its arguments are not checked against it, but their
+        // size variables are still declared by the signature, so that the body and the
+        // `where` clause do not report them again (no cascade).
+        for (const Dim* arg : type.args) declare_size_vars(*arg, scope);
+    }
+
+    void declare_size_vars(const Dim& dim, FnScope& scope) {
+        if (dim.kind == DimKind::Binary) {
+            declare_size_vars(*dim.lhs, scope);
+            declare_size_vars(*dim.rhs, scope);
+        } else if (dim.kind == DimKind::Var && !scope.mesh_params.count(dim.name.name)) {
+            auto g = lookup_global(dim.name.name);
+            if (!g || g->kind != GlobalKind::Mesh) scope.size_vars.emplace(dim.name.name, dim.span);
+        }
+    }
+
+    // Resolves a struct type and checks its arguments; false after reporting that the
+    // struct is unknown, not a struct, or given the wrong number of arguments.
+    bool resolve_struct_type(const Type& type, FnScope& scope, DimMode mode) {
         const Item* target = nullptr;
         if (type.module) {
             auto g = lookup_global(type.module->name);
             if (!g || g->kind != GlobalKind::Module) {
-                if (unresolved_imports_.count(type.module->name)) return;
+                if (unresolved_imports_.count(type.module->name)) return false;
                 diags_.emit(DiagCode::E0201, type.module->span,
                             fmt::format("unknown module `{}`", type.module->name))
                     .note(fmt::format("import it first: `import std.{};`", type.module->name));
-                return;
+                return false;
             }
             target = find_item(*program_.modules[g->module], type.name.name);
+            if (!target && is_recovered(*program_.modules[g->module], type.name.name)) return false;
             if (!target) {
                 diags_.emit(DiagCode::E0201, type.name.span,
                             fmt::format("module `{}` has no item `{}`", type.module->name,
                                         type.name.name));
-                return;
+                return false;
             }
         } else {
             auto g = lookup_global(type.name.name);
             if (!g) {
                 unknown_name(type.name, "type", scope);
-                return;
+                return false;
             }
             target = g->item;
         }
@@ -484,7 +525,7 @@ private:
                 d.note("a mesh goes after `on` in a tensor type: `Tensor f32 [N] on " +
                        std::string(type.name.name) + "`");
             }
-            return;
+            return false;
         }
         if (type.args.size() != target->generics.size()) {
             diags_.emit(DiagCode::E0303, type.span,
@@ -492,7 +533,7 @@ private:
                                     target->name.name, target->generics.size(),
                                     target->generics.size() == 1 ? "" : "s", type.args.size()))
                 .note("declared here", target->name.span);
-            return;
+            return false;
         }
         for (size_t i = 0; i < type.args.size(); ++i) {
             const Dim& arg = *type.args[i];
@@ -510,6 +551,7 @@ private:
                 resolve_dim(arg, scope, mode);
             }
         }
+        return true;
     }
 
     // ------------------------------------------------------------ expressions
@@ -528,7 +570,8 @@ private:
     }
 
     void unknown_name(const Ident& name, std::string_view what, const FnScope& scope) {
-        if (unresolved_imports_.count(name.name)) return;  // the import was reported
+        // The import, or the declaration that failed to parse, was reported already.
+        if (unresolved_imports_.count(name.name) || recovered_.count(name.name)) return;
         auto& d = diags_.emit(DiagCode::E0201, name.span,
                               fmt::format("unknown {} `{}`", what, name.name));
         if (auto best = closest(name.name, visible_names(scope))) {
@@ -608,6 +651,7 @@ private:
         if (g->kind == GlobalKind::Module) {
             const Module& target = *program_.modules[g->module];
             const Item* item = find_item(target, e.name.name);
+            if (!item && is_recovered(target, e.name.name)) return true;
             if (!item) {
                 std::vector<std::string_view> names;
                 for (const Item* it : target.items) {
@@ -636,6 +680,15 @@ private:
             return Builtin::Count;
         }
         return find_builtin(callee.name.name);
+    }
+
+    // Whether a callee that is not a built-in resolves to something (an unknown name
+    // was reported already; calling it a user function would mislead).
+    bool callee_is_known(const Expr& callee, const FnScope& scope) const {
+        if (callee.kind != ExprKind::Name) return true;
+        std::string_view name = callee.name.name;
+        return lookup_local(scope, name) || scope.size_vars.count(name) ||
+               scope.mesh_params.count(name) || lookup_global(name);
     }
 
     static bool is_deferred_name_arg(const Expr& value) {
@@ -725,7 +778,7 @@ private:
         for (const Arg& arg : e.args) {
             Position pos{builtin, true, positional, arg.label.has_value()};
             if (arg.label) {
-                if (builtin == Builtin::Count && !reported_named) {
+                if (builtin == Builtin::Count && !reported_named && callee_is_known(*e.lhs, scope)) {
                     reported_named = true;
                     diags_.emit(DiagCode::E0304, arg.label->span,
                                 fmt::format("named argument `{}` in a call of a user function",
@@ -762,6 +815,7 @@ private:
         }
         const Item& s = *g->item;
         std::map<std::string_view, Span> given;
+        std::set<std::string_view> suggested;  // fields suggested for misspelt ones
         for (const FieldInit& f : e.fields) {
             resolve_expr(*f.value, scope);
             auto [it, inserted] = given.emplace(f.name.name, f.name.span);
@@ -779,12 +833,16 @@ private:
                 auto& d = diags_.emit(DiagCode::E0201, f.name.span,
                                       fmt::format("struct `{}` has no field `{}`", s.name.name,
                                                   f.name.name));
-                if (auto best = closest(f.name.name, names)) d.note(fmt::format("did you mean `{}`?", *best));
+                if (auto best = closest(f.name.name, names)) {
+                    d.note(fmt::format("did you mean `{}`?", *best));
+                    suggested.insert(*best);
+                }
             }
         }
         std::vector<std::string_view> missing;
         for (const Param& p : s.fields) {
-            if (!given.count(p.name.name)) missing.push_back(p.name.name);
+            // A misspelt field is reported once, as unknown, not again as missing.
+            if (!given.count(p.name.name) && !suggested.count(p.name.name)) missing.push_back(p.name.name);
         }
         if (!missing.empty()) {
             std::string list;
@@ -828,10 +886,13 @@ private:
         }
         const Local* local = lookup_local(scope, root->name.name);
         if (!local) {
-            resolve_expr(target, scope);  // reports the unknown name
-            if (lookup_global(root->name.name) || scope.size_vars.count(root->name.name)) {
+            // Not resolve_expr on a global: naming a function there would record a call.
+            if (lookup_global(root->name.name) || scope.size_vars.count(root->name.name) ||
+                scope.mesh_params.count(root->name.name)) {
                 diags_.emit(DiagCode::E0206, target.span,
                             fmt::format("cannot assign to `{}`: it is not a variable", root->name.name));
+            } else {
+                resolve_expr(target, scope);  // reports the unknown name
             }
             return;
         }
@@ -889,13 +950,13 @@ private:
         }
     }
 
-    const SourceManager& sources_;
     const Program& program_;
     const Module& module_;
     DiagnosticEngine& diags_;
     CallGraph& calls_;
     std::unordered_map<std::string_view, Global> globals_;
     std::set<std::string_view> unresolved_imports_;
+    std::set<std::string_view> recovered_;  // declared by code that failed to parse
 };
 
 // Reports each cycle of the call graph once (Tarjan's strongly connected components).

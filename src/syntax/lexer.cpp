@@ -174,6 +174,12 @@ private:
         char first = peek();
         size_t end = begin + 1;
         while (end < text_.size() && static_cast<unsigned char>(text_[end]) >= 0x80) ++end;
+        if (first == '\'') {
+            // A single-quoted string ('x.npy'): one diagnostic for the whole of it, so that
+            // its contents are not read as names.
+            size_t close = text_.find_first_of("'\n", begin + 1);
+            if (close != std::string_view::npos && text_[close] == '\'') end = close + 1;
+        }
         pos_ = end;
         std::string shown;
         unsigned char u = static_cast<unsigned char>(first);
@@ -186,6 +192,7 @@ private:
                               fmt::format("invalid character {} in source", shown));
         if (first == '&') d.note("logical and is `&&`");
         if (first == '|') d.note("logical or is `||`");
+        if (first == '\'') d.note("string literals are written in double quotes: `\"...\"`");
         if (u >= 0x80) d.note("non-ASCII text is allowed only in comments and strings");
         return make(TokenKind::Error, begin);
     }
@@ -235,18 +242,7 @@ private:
         }
         if (is_float) return make(TokenKind::FloatLit, begin);
         std::string_view text = text_.substr(begin, pos_ - begin);
-        uint64_t value = 0;
-        bool overflow = false;
-        for (char ch : text) {
-            if (ch == '_') continue;
-            uint64_t digit = static_cast<uint64_t>(ch - '0');
-            if (value > (static_cast<uint64_t>(INT64_MAX) - digit) / 10) {
-                overflow = true;
-                break;
-            }
-            value = value * 10 + digit;
-        }
-        if (overflow) {
+        if (!int_literal_fits(text)) {
             diags_.emit(DiagCode::E0105, span(begin, pos_),
                         fmt::format("integer literal `{}` does not fit in 64 bits", text))
                 .note("the largest integer literal is 9223372036854775807");
@@ -275,7 +271,11 @@ private:
                     pos_ += 2;
                     continue;
                 }
-                size_t esc_end = pos_ + 1 + ((at_end(1) || e == '\n') ? 0 : 1);
+                if (at_end(1) || e == '\n') {
+                    ++pos_;  // the string is unterminated: one error for it, no escape error
+                    continue;
+                }
+                size_t esc_end = pos_ + 2;
                 diags_.emit(DiagCode::E0108, span(pos_, esc_end),
                             "invalid escape sequence in string literal")
                     .note("the escapes are `\\\"`, `\\\\` and `\\n`");
@@ -320,13 +320,24 @@ std::vector<Token> lex(const SourceManager& sources, FileId file, DiagnosticEngi
     return Lexer(sources, file, diags).run();
 }
 
+bool int_literal_fits(std::string_view text) {
+    uint64_t value = 0;
+    for (char ch : text) {
+        if (ch == '_') continue;
+        uint64_t digit = static_cast<uint64_t>(ch - '0');
+        if (value > (static_cast<uint64_t>(INT64_MAX) - digit) / 10) return false;
+        value = value * 10 + digit;
+    }
+    return true;
+}
+
 int64_t int_literal_value(std::string_view text) {
+    // Too large: reported by the lexer. The largest value keeps later checks (a mesh axis
+    // size must be at least 1) from reporting a second error for the same literal.
+    if (!int_literal_fits(text)) return INT64_MAX;
     int64_t value = 0;
     for (char c : text) {
-        if (c == '_') continue;
-        uint64_t next = static_cast<uint64_t>(value) * 10 + static_cast<uint64_t>(c - '0');
-        if (next > static_cast<uint64_t>(INT64_MAX)) return 0;  // reported by the lexer
-        value = static_cast<int64_t>(next);
+        if (c != '_') value = value * 10 + (c - '0');
     }
     return value;
 }

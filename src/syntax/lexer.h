@@ -17,9 +17,11 @@ inline constexpr size_t kMaxSourceBytes = 16u << 20;
 /// kept as DocComment tokens; ordinary comments and whitespace are dropped.
 std::vector<Token> lex(const SourceManager& sources, FileId file, DiagnosticEngine& diags);
 
-/// The value of an integer literal token's text ("1_000" -> 1000); the lexer has
-/// already checked that it fits.
+/// The value of an integer literal token's text ("1_000" -> 1000). A literal too large
+/// for int64 (reported by the lexer, E0105) gives INT64_MAX.
 int64_t int_literal_value(std::string_view text);
+/// Whether an integer literal token's text fits in int64.
+bool int_literal_fits(std::string_view text);
 /// The value of a float literal token's text.
 double float_literal_value(std::string_view text);
 /// The value of a string literal token's text, quotes removed and escapes decoded.

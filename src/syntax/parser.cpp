@@ -6,6 +6,8 @@
 // lexical error, or at a token that already has an error, are not reported (no cascades).
 #include "syntax/parser.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -77,7 +79,7 @@ std::optional<BinOpInfo> binary_op_of(TokenKind k) {
 class Parser {
 public:
     Parser(const SourceManager& sources, FileId file, DiagnosticEngine& diags)
-        : sources_(sources), file_(file), text_(sources.text(file)), diags_(diags) {
+        : file_(file), text_(sources.text(file)), diags_(diags) {
         module_ = std::make_unique<Module>();
         module_->file = file;
         filter_tokens(lex(sources, file, diags));
@@ -128,9 +130,22 @@ private:
                     ++i;
                 }
                 TokenKind next = i < raw.size() ? raw[i].kind : TokenKind::Eof;
-                bool before_item = depth == 0 && (is_item_keyword(next) || next == TokenKind::At);
-                if (before_item) {
+                // Not `depth == 0 &&`: after an unclosed bracket every later doc comment
+                // would be reported (a cascade); a nested item is reported by the parser.
+                bool before_item = is_item_keyword(next) || next == TokenKind::At;
+                // `item := DOC_COMMENT* attr* ...`: a doc comment after `@name` is misplaced.
+                size_t n = tokens_.size();
+                bool after_attr = n >= 2 && tokens_[n - 1].kind == TokenKind::Ident &&
+                                  tokens_[n - 2].kind == TokenKind::At;
+                if (before_item && after_attr) {
+                    Span span{file_, raw[first].begin, raw[first].end};
+                    diags_.emit(DiagCode::E0106, span, "doc comment after an attribute")
+                        .note("write the `///` lines before the item's attributes");
+                } else if (before_item) {
                     docs_[tokens_.size()] = std::move(lines);
+                } else if (depth == 0 && next == TokenKind::Ident) {
+                    // Before `name ...` at the top level: the parser reports the broken item
+                    // there (one error, not two).
                 } else {
                     Span span{file_, raw[first].begin, raw[first].end};
                     auto& d = diags_.emit(DiagCode::E0106, span,
@@ -196,21 +211,30 @@ private:
 
     // Reports a syntax error at the current token unless one was already reported
     // here or the token follows a lexical error. Returns the diagnostic or nullptr.
-    Diagnostic* error_here(std::string message) {
+    Diagnostic* error_here(std::string message, std::optional<Span> where = std::nullopt) {
         if (pos_ + 1 == last_error_pos_ || after_lex_error_[pos_]) return nullptr;
         last_error_pos_ = pos_ + 1;
-        return &diags_.emit(DiagCode::E0104, tok_span(), std::move(message));
+        return &diags_.emit(DiagCode::E0104, where ? *where : tok_span(), std::move(message));
     }
 
-    Diagnostic* expected(std::string_view what) {
-        return error_here(fmt::format("expected {}, found {}", what, describe_current()));
+    Diagnostic* expected(std::string_view what, std::optional<Span> where = std::nullopt) {
+        return error_here(fmt::format("expected {}, found {}", what, describe_current()), where);
     }
 
     bool expect(TokenKind k, std::string_view context = {}) {
         if (eat(k)) return true;
         std::string what(token_spelling(k));
         if (!context.empty()) what = fmt::format("{} {}", what, context);
-        expected(what);
+        // A missing `;` belongs just after the previous token; when the next token is on
+        // a later line, point there rather than at the next statement.
+        std::optional<Span> where;
+        if (k == TokenKind::Semi && pos_ > 0) {
+            uint32_t prev_end = tokens_[pos_ - 1].end;
+            if (text_.substr(prev_end, tok().begin - prev_end).find('\n') != std::string_view::npos) {
+                where = Span{file_, prev_end, prev_end};
+            }
+        }
+        expected(what, where);
         return false;
     }
 
@@ -266,49 +290,94 @@ private:
 
     // ------------------------------------------------------------ recovery
 
-    // Skips to the next item start (an item keyword, or `@`/doc comment at depth 0).
+    // Whether an item keyword here looks like the start of an item: it begins a line, or
+    // a name follows it (`fn f`, `import std`), unlike a misplaced word such as a field
+    // named `mesh` (`mesh: f32`) or `[M: mesh]`.
+    bool item_keyword_starts_item() const {
+        return at_line_start() || peek_tok(1).kind == TokenKind::Ident;
+    }
+
+    // Whether the current token is an item keyword, just reported as unexpected, that is a
+    // misplaced word rather than the start of the next item: recovery must not restart
+    // there.
+    bool at_misplaced_item_keyword() const {
+        return is_item_keyword(kind()) && pos_ + 1 == last_error_pos_ && !item_keyword_starts_item();
+    }
+
+    // Skips to the next item start: an item keyword, `@` or a doc comment outside the
+    // brackets that the broken item opened. An item keyword inside them (a field named
+    // `import`) is an item start only when it looks like one (the broken item left a
+    // bracket open, and the next item follows).
     void sync_item(size_t start) {
-        if (pos_ == start) bump();
+        if (pos_ == start || at_misplaced_item_keyword()) bump();
         int depth = 0;
+        for (size_t i = start; i < pos_; ++i) depth = std::max(0, depth + bracket_delta(tokens_[i].kind));
         while (!at(TokenKind::Eof)) {
             TokenKind k = kind();
-            if (is_item_keyword(k)) return;
+            if (is_item_keyword(k) && (depth == 0 || item_keyword_starts_item())) return;
             if (depth == 0 && (k == TokenKind::At || docs_.count(pos_))) return;
-            if (k == TokenKind::LBrace) ++depth;
-            if (k == TokenKind::RBrace && depth > 0) --depth;
+            depth = std::max(0, depth + bracket_delta(k));
             bump();
         }
     }
 
+    static int bracket_delta(TokenKind k) {
+        switch (k) {
+        case TokenKind::LParen:
+        case TokenKind::LBracket:
+        case TokenKind::LBrace: return 1;
+        case TokenKind::RParen:
+        case TokenKind::RBracket:
+        case TokenKind::RBrace: return -1;
+        default: return 0;
+        }
+    }
+
     // Skips to the end of the current statement: past a `;` at depth 0, or before a `}`
-    // closing the block, a statement keyword, or an item keyword.
+    // closing the block, a statement keyword, or an item keyword. Braces that the failed
+    // statement opened and left open (`with {B: }`, `S { a: 1;`) count as depth 0: their
+    // `}` closes them, not the block, and a `;` inside them still ends the statement.
     void sync_stmt(size_t start) {
-        int depth = 0;
         bool moved = pos_ != start;
+        if (at_misplaced_item_keyword() || at_misplaced_statement_keyword()) {
+            bump();
+            moved = true;
+        }
+        int open = 0;
+        for (size_t i = start; i < pos_; ++i) {
+            if (tokens_[i].kind == TokenKind::LBrace) ++open;
+            if (tokens_[i].kind == TokenKind::RBrace && open > 0) --open;
+        }
+        int depth = open;
         while (!at(TokenKind::Eof)) {
             TokenKind k = kind();
             if (is_item_keyword(k)) return;
-            if (depth == 0) {
+            if (depth <= open) {
                 if (k == TokenKind::Semi) {
                     bump();
                     return;
                 }
-                if (k == TokenKind::RBrace) return;
-                if (moved && (k == TokenKind::KwLet || k == TokenKind::KwVar ||
-                              k == TokenKind::KwFor || k == TokenKind::KwReturn ||
-                              k == TokenKind::KwIf)) {
-                    return;
-                }
+                if (k == TokenKind::RBrace && depth == 0) return;
+                if (moved && is_statement_keyword(k)) return;
             }
-            if (k == TokenKind::LParen || k == TokenKind::LBracket || k == TokenKind::LBrace) {
-                ++depth;
-            } else if (k == TokenKind::RParen || k == TokenKind::RBracket ||
-                       k == TokenKind::RBrace) {
-                if (depth > 0) --depth;
-            }
+            depth = std::max(0, depth + bracket_delta(k));
             bump();
             moved = true;
         }
+    }
+
+    static bool is_statement_keyword(TokenKind k) {
+        return k == TokenKind::KwLet || k == TokenKind::KwVar || k == TokenKind::KwFor ||
+               k == TokenKind::KwReturn || k == TokenKind::KwIf;
+    }
+
+    // A statement keyword just reported as unexpected that does not start its line
+    // (`let var = ...`): a misplaced word, not the start of the next statement.
+    bool at_misplaced_statement_keyword() const {
+        if (!is_statement_keyword(kind()) || pos_ + 1 != last_error_pos_) return false;
+        size_t b = tok().begin;
+        while (b > 0 && (text_[b - 1] == ' ' || text_[b - 1] == '\t')) --b;
+        return b > 0 && text_[b - 1] != '\n';
     }
 
     // ------------------------------------------------------------ lists
@@ -352,10 +421,24 @@ private:
             if (d && (at(TokenKind::KwLet) || at(TokenKind::KwVar))) {
                 d->note("statements belong inside a function body");
             }
+            if (d && at(TokenKind::LParen) && !item.attrs.empty() && pos_ > 0 &&
+                tokens_[pos_ - 1].end == item.attrs.back().span.end) {
+                d->note("attributes take no arguments: `@explicit_comm`");
+            }
+            // `name(...)` or `name[...]` where an item starts: most likely an item that
+            // lost its keyword; uses of the name are not reported again.
+            if (at(TokenKind::Ident) && (peek_tok(1).kind == TokenKind::LParen ||
+                                         peek_tok(1).kind == TokenKind::LBracket)) {
+                module_->recovered_names.push_back(token_text(tok()));
+            }
             return nullptr;
         }
         }
-        if (!ok) return nullptr;
+        if (!ok) {
+            // The item exists, broken: uses of its name are not unknown names.
+            if (!item.name.name.empty()) module_->recovered_names.push_back(item.name.name);
+            return nullptr;
+        }
         item.span = span_from(begin);
         return module_->make(std::move(item));
     }
@@ -516,6 +599,12 @@ private:
                 bump();
                 const Dim* rhs = parse_dim();
                 if (!rhs) return false;
+                if (cmp_op_of(kind())) {
+                    diags_.emit(DiagCode::E0109, tok_span(), "comparison operators cannot be chained")
+                        .note("write one constraint per comparison: `where a < b, b < c`");
+                    last_error_pos_ = pos_ + 1;
+                    return false;
+                }
                 item.where.push_back(Constraint{lhs, *op, rhs, span_from(begin)});
                 if (!eat(TokenKind::Comma)) break;
             }
@@ -532,8 +621,9 @@ private:
 
     const Dim* parse_dim() { return parse_dim_sum(); }
 
-    const Dim* make_dim_binary(DimOp op, const Dim* lhs, const Dim* rhs) {
-        Dim d{DimKind::Binary, lhs->span.to(rhs->span)};
+    // `begin`: where the left operand starts, which may be a `(` before lhs->span.
+    const Dim* make_dim_binary(DimOp op, const Dim* lhs, const Dim* rhs, uint32_t begin) {
+        Dim d{DimKind::Binary, span_from(begin)};
         d.op = op;
         d.lhs = lhs;
         d.rhs = rhs;
@@ -541,18 +631,20 @@ private:
     }
 
     const Dim* parse_dim_sum() {
+        uint32_t begin = tok().begin;
         const Dim* lhs = parse_dim_product();
         while (lhs && (at(TokenKind::Plus) || at(TokenKind::Minus))) {
             DimOp op = at(TokenKind::Plus) ? DimOp::Add : DimOp::Sub;
             bump();
             const Dim* rhs = parse_dim_product();
             if (!rhs) return nullptr;
-            lhs = make_dim_binary(op, lhs, rhs);
+            lhs = make_dim_binary(op, lhs, rhs, begin);
         }
         return lhs;
     }
 
     const Dim* parse_dim_product() {
+        uint32_t begin = tok().begin;
         const Dim* lhs = parse_dim_atom();
         while (lhs && (at(TokenKind::Star) || at(TokenKind::Slash) || at(TokenKind::Percent))) {
             DimOp op = at(TokenKind::Star) ? DimOp::Mul : at(TokenKind::Slash) ? DimOp::Div
@@ -560,7 +652,7 @@ private:
             bump();
             const Dim* rhs = parse_dim_atom();
             if (!rhs) return nullptr;
-            lhs = make_dim_binary(op, lhs, rhs);
+            lhs = make_dim_binary(op, lhs, rhs, begin);
         }
         return lhs;
     }
@@ -620,6 +712,9 @@ private:
                 e.key_name = ident_here();
             } else if (at(TokenKind::IntLit)) {
                 e.key_pos = int_literal_value(token_text(tok()));
+                // Out of int64 range (E0105): the entry is left out of the layout rather
+                // than reported again as a position out of range.
+                if (!int_literal_fits(token_text(tok()))) e.key_pos = -1;
             } else {
                 expected("a dim (its size-variable name or its position)");
                 return false;
@@ -645,7 +740,7 @@ private:
                 e.axes.push_back(*axis);
             }
             e.span = span_from(entry_begin);
-            layout.entries.push_back(std::move(e));
+            if (e.key_name || e.key_pos >= 0) layout.entries.push_back(std::move(e));
             return true;
         });
         if (!ok) return nullptr;
@@ -697,6 +792,12 @@ private:
                 if (!ok) return nullptr;
                 t.partial = std::move(axes);
                 t.partial_span = span_from(partial_begin);
+            }
+            if (at(TokenKind::KwOn) || at(TokenKind::KwWith) || at(TokenKind::KwPartial)) {
+                // Nothing else may follow a type with these keywords: they are out of order.
+                Diagnostic* d = expected("the end of the tensor type");
+                if (d) d->note("the parts of a tensor type come in the order `Tensor f32 [dims] on M with {...} partial {...}`");
+                return nullptr;
             }
             t.span = span_from(begin);
             return module_->make(std::move(t));
@@ -757,21 +858,39 @@ private:
         if (!expect(TokenKind::LBrace)) return nullptr;
         Block block;
         while (!at(TokenKind::RBrace)) {
-            if (at(TokenKind::Eof) || is_item_keyword(kind())) {
+            if (at(TokenKind::Eof) ||
+                ((is_item_keyword(kind()) || at(TokenKind::At)) && at_line_start())) {
                 Diagnostic* d = expected("`}`");
                 if (d) d->note("to close this `{`", open);
                 return nullptr;
             }
             size_t start = pos_;
+            if (is_item_keyword(kind()) && peek_tok(1).kind == TokenKind::Ident) {
+                // An indented item inside a body: nested, not a missing `}` before it.
+                Diagnostic* d = error_here(fmt::format("{} items are allowed only at the top level",
+                                                       token_spelling(kind())));
+                if (d) d->note("move it out of the function body");
+                if (!parse_item()) sync_stmt(start);
+                if (pos_ == start) bump();  // progress, whatever the recovery did
+                continue;
+            }
             bool ok = parse_stmt(block);
             if (!ok) {
                 sync_stmt(start);
+                if (pos_ == start) bump();  // progress, whatever the recovery did
                 continue;
             }
         }
         bump();
         block.span = span_from(begin);
         return module_->make(std::move(block));
+    }
+
+    // Whether the current token starts its line at column 1 (an item or attribute there
+    // is taken to start a new item: the block before it lacks its `}`).
+    bool at_line_start() const {
+        uint32_t b = tok().begin;
+        return b == 0 || text_[b - 1] == '\n';
     }
 
     const Stmt* make_expr_stmt(const Expr* e) {
@@ -794,17 +913,18 @@ private:
             Stmt s{StmtKind::Let, {}};
             s.pattern = parse_pattern();
             if (!s.pattern) return false;
+            bool ok = true;
             if (eat(TokenKind::Colon)) {
                 s.type = parse_type();
-                if (!s.type) return false;
+                ok = s.type != nullptr;
             }
-            if (!expect(TokenKind::Assign, "in the `let` statement")) return false;
-            s.value = parse_expr(false);
-            if (!s.value) return false;
-            if (!expect(TokenKind::Semi, "after the `let` statement")) return false;
-            s.span = span_from(begin);
-            block.stmts.push_back(module_->make(std::move(s)));
-            return true;
+            ok = ok && expect(TokenKind::Assign, "in the `let` statement");
+            if (ok) s.value = parse_expr(false);
+            if (!s.value) {
+                recover_pattern_names(*s.pattern);
+                return false;
+            }
+            return end_stmt(block, std::move(s), begin, "after the `let` statement");
         }
         case TokenKind::KwVar: {
             bump();
@@ -812,17 +932,18 @@ private:
             auto name = expect_ident("a variable name after `var`");
             if (!name) return false;
             s.name = *name;
+            bool ok = true;
             if (eat(TokenKind::Colon)) {
                 s.type = parse_type();
-                if (!s.type) return false;
+                ok = s.type != nullptr;
             }
-            if (!expect(TokenKind::Assign, "in the `var` statement")) return false;
-            s.value = parse_expr(false);
-            if (!s.value) return false;
-            if (!expect(TokenKind::Semi, "after the `var` statement")) return false;
-            s.span = span_from(begin);
-            block.stmts.push_back(module_->make(std::move(s)));
-            return true;
+            ok = ok && expect(TokenKind::Assign, "in the `var` statement");
+            if (ok) s.value = parse_expr(false);
+            if (!s.value) {
+                module_->recovered_names.push_back(s.name.name);
+                return false;
+            }
+            return end_stmt(block, std::move(s), begin, "after the `var` statement");
         }
         case TokenKind::KwFor: {
             bump();
@@ -877,6 +998,11 @@ private:
             s.target = e;
             s.value = parse_expr(false);
             if (!s.value) return false;
+            if (at(TokenKind::Assign)) {
+                Diagnostic* d = expected("`;` after the assignment");
+                if (d) d->note("an assignment is a statement, not a value: `a = b = c` is not allowed");
+                return false;
+            }
             if (!expect(TokenKind::Semi, "after the assignment")) return false;
             s.span = span_from(begin);
             block.stmts.push_back(module_->make(std::move(s)));
@@ -892,8 +1018,24 @@ private:
             block.tail = e;
             return true;
         }
-        expected("`;` or `}` after the expression");
+        expect(TokenKind::Semi, "or `}` after the expression");
         return false;
+    }
+
+    // Ends a `let` or `var` statement and adds it to `block`. Without the `;`, the error
+    // is reported and the statement is kept all the same: it is complete, and dropping
+    // it would make the name it binds unknown further on (a cascade).
+    bool end_stmt(Block& block, Stmt s, uint32_t begin, std::string_view context) {
+        bool ok = expect(TokenKind::Semi, context);
+        s.span = span_from(begin);
+        block.stmts.push_back(module_->make(std::move(s)));
+        return ok;
+    }
+
+    // A `let` that failed after its pattern: its names are known to exist.
+    void recover_pattern_names(const Pattern& p) {
+        if (p.kind == PatternKind::Name) module_->recovered_names.push_back(p.name.name);
+        for (const Pattern* e : p.elements) recover_pattern_names(*e);
     }
 
     const Pattern* parse_pattern() {
@@ -926,7 +1068,10 @@ private:
             p.span = span_from(begin);
             return module_->make(std::move(p));
         }
-        expected("a pattern (a name, `_` or a tuple pattern)");
+        Diagnostic* d = expected("a pattern (a name, `_` or a tuple pattern)");
+        if (d && is_keyword_token(kind())) {
+            d->note(fmt::format("{} is a reserved word", token_spelling(kind())));
+        }
         return nullptr;
     }
 
@@ -940,24 +1085,30 @@ private:
         return parse_binary(1, no_struct);
     }
 
+    // Spans run from the first token of the left operand to the last token consumed, so
+    // they cover parentheses around an operand (a parenthesised expression is its inner
+    // node, whose span excludes them).
     const Expr* parse_binary(int min_prec, bool no_struct) {
+        uint32_t begin = tok().begin;
         const Expr* lhs = parse_unary(no_struct);
         if (!lhs) return nullptr;
         bool lhs_is_comparison = false;
+        bool chain_reported = false;
         while (true) {
             auto info = binary_op_of(kind());
             if (!info || info->prec < min_prec) break;
             Span op_span = tok_span();
-            if (info->prec == 3 && lhs_is_comparison) {
+            if (info->prec == 3 && lhs_is_comparison && !chain_reported) {
                 auto& d = diags_.emit(DiagCode::E0109, op_span,
                                       "comparison operators cannot be chained");
                 d.note("write `a < b && b < c`, or parenthesise one comparison");
                 last_error_pos_ = pos_ + 1;
+                chain_reported = true;  // once per chain: `a < b < c < d` is one error
             }
             bump();
             const Expr* rhs = parse_binary(info->prec + 1, no_struct);
             if (!rhs) return nullptr;
-            Expr e{ExprKind::Binary, lhs->span.to(rhs->span)};
+            Expr e{ExprKind::Binary, span_from(begin)};
             e.binary_op = info->op;
             e.op_span = op_span;
             e.lhs = lhs;
@@ -979,7 +1130,7 @@ private:
             bump();
             const Expr* operand = parse_unary(no_struct);
             if (!operand) return nullptr;
-            Expr e{ExprKind::Unary, op_span.to(operand->span)};
+            Expr e{ExprKind::Unary, span_from(op_span.begin)};
             e.unary_op = op;
             e.op_span = op_span;
             e.lhs = operand;
@@ -990,6 +1141,7 @@ private:
     }
 
     const Expr* parse_postfix(bool no_struct) {
+        uint32_t begin = tok().begin;
         const Expr* e = parse_primary(no_struct);
         while (e) {
             if (at(TokenKind::LParen)) {
@@ -997,7 +1149,7 @@ private:
                 Expr call{ExprKind::Call, {}};
                 call.lhs = e;
                 if (!parse_args(call.args)) return nullptr;
-                call.span = span_from(e->span.begin);
+                call.span = span_from(begin);
                 call.height = e->height + 1;
                 for (const Arg& a : call.args) call.height = std::max(call.height, a.value->height + 1);
                 if (!check_height(&call)) return nullptr;
@@ -1006,7 +1158,7 @@ private:
                 bump();
                 auto field = expect_ident("a field name after `.`");
                 if (!field) return nullptr;
-                Expr f{ExprKind::Field, span_from(e->span.begin)};
+                Expr f{ExprKind::Field, span_from(begin)};
                 f.lhs = e;
                 f.name = *field;
                 f.height = e->height + 1;
@@ -1032,7 +1184,6 @@ private:
                 if (!arg.value) return false;
                 seen_named = true;
             } else {
-                Span positional = tok_span();
                 if (at(TokenKind::LBrace)) {
                     const Layout* layout = parse_layout();
                     if (!layout) return false;
@@ -1044,7 +1195,7 @@ private:
                     if (!arg.value) return false;
                 }
                 if (seen_named) {
-                    diags_.emit(DiagCode::E0110, positional.to(arg.value->span),
+                    diags_.emit(DiagCode::E0110, span_from(begin),
                                 "positional argument after a named argument")
                         .note("write every positional argument before the named ones");
                 }
@@ -1092,8 +1243,8 @@ private:
             return module_->make(std::move(e));
         }
         case TokenKind::LParen: {
-            DepthGuard guard(*this);
-            if (!guard.ok) return nullptr;
+            // No DepthGuard here or for `[` and struct literals: the parse_expr inside
+            // counts the level, so that `((1))` is two levels of nesting, not four.
             bump();
             if (at(TokenKind::RParen)) {
                 Diagnostic* d = expected("an expression");
@@ -1118,8 +1269,6 @@ private:
             return module_->make(std::move(t));
         }
         case TokenKind::LBracket: {
-            DepthGuard guard(*this);
-            if (!guard.ok) return nullptr;
             bump();
             Expr l{ExprKind::List, {}};
             bool ok = comma_list(TokenKind::RBracket, "the list", [&] {
@@ -1147,12 +1296,16 @@ private:
             d->note("a bare `{ ... }` block is not an expression; layout literals `{d: axis}` "
                     "are only call arguments");
         }
+        // `x += 1` lexes as `x`, `+`, `=`: the `=` right after an operator.
+        if (d && at(TokenKind::Assign) && pos_ > 0 && tokens_[pos_ - 1].end == tok().begin &&
+            binary_op_of(tokens_[pos_ - 1].kind)) {
+            d->note(fmt::format("there is no compound assignment `{}=`; write `a = a {} b`",
+                                token_text(tokens_[pos_ - 1]), token_text(tokens_[pos_ - 1])));
+        }
         return nullptr;
     }
 
     const Expr* parse_struct_literal(Ident name) {
-        DepthGuard guard(*this);
-        if (!guard.ok) return nullptr;
         bump();  // `{`
         Expr e{ExprKind::StructLit, {}};
         e.name = name;
@@ -1201,7 +1354,6 @@ private:
         return module_->make(std::move(e));
     }
 
-    const SourceManager& sources_;
     FileId file_;
     std::string_view text_;
     DiagnosticEngine& diags_;

@@ -43,6 +43,8 @@ def main():
         return 1
     actual = []
     for raw in proc.stdout.splitlines():
+        if not raw.startswith('{"severity"'):
+            continue  # other output on stdout (--emit=gir)
         d = json.loads(raw)
         actual.append(dict(kind=d["severity"], line=d["line"], col=d["col"], code=d["code"],
                            message=d["message"], file=d["file"]))

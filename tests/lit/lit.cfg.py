@@ -9,6 +9,8 @@ config.excludes = ["Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 
 build = lit_config.params.get("meshc_build")
+if build:
+    build = os.path.abspath(build)
 llvm_bin = lit_config.params.get("llvm_bin", "/usr/lib/llvm-19/bin")
 if not build:
     lit_config.fatal("pass --param meshc_build=<build dir>")
@@ -19,3 +21,6 @@ config.environment["PATH"] = os.pathsep.join([llvm_bin, build, os.environ.get("P
 config.environment["MESHC_STDLIB"] = os.path.join(os.path.dirname(os.path.dirname(config.test_source_root)), "stdlib")
 config.substitutions.append(("%meshc", os.path.join(build, "meshc")))
 config.substitutions.append(("%verify", "python3 " + os.path.join(config.test_source_root, "..", "conformance", "verify_diagnostics.py") + " --meshc " + os.path.join(build, "meshc")))
+# `%expect-exit N CMD...`: runs CMD and succeeds only when it exits with status N
+# (`not` accepts any failure; the driver's 1-vs-2 distinction needs the exact status).
+config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect_exit.py")))

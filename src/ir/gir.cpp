@@ -1,0 +1,407 @@
+// GIR helpers and the textual form (--emit=gir); see gir.h. The module comes from the
+// checker (sema/infer.cpp); the text is read by people and by FileCheck tests, so it is
+// one op per line, stable, with each op's source position and every inserted coercion
+// marked with its reason.
+#include "ir/gir.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <ostream>
+
+namespace meshc::ir {
+
+size_t dtype_bytes(ast::DType t) {
+    switch (t) {
+    case ast::DType::Bool: return 1;
+    case ast::DType::I32: return 4;
+    case ast::DType::I64: return 8;
+    case ast::DType::F16: return 2;
+    case ast::DType::BF16: return 2;
+    case ast::DType::F32: return 4;
+    case ast::DType::F64: return 8;
+    }
+    return 0;
+}
+
+int64_t TensorType::elements() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+}
+
+int64_t TensorType::local_bytes(const Mesh* mesh) const {
+    // Robust against layouts the verifier would reject (wrong rank, unknown axes), so
+    // that diagnostics about broken IR can still show sizes.
+    int64_t n = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+        int64_t factor = 1;
+        if (mesh && d < layout.dims.size()) {
+            for (uint8_t a : layout.dims[d]) {
+                if (a < mesh->axes.size()) factor *= mesh->axes[a].size;
+            }
+        }
+        n *= factor > 1 ? (shape[d] + factor - 1) / factor : shape[d];
+    }
+    return n * static_cast<int64_t>(dtype_bytes(dtype));
+}
+
+std::string_view op_name(OpKind kind) {
+    switch (kind) {
+#define MESHC_OP(name, text) \
+    case OpKind::name: return text;
+#include "ir/ops.def"
+#undef MESHC_OP
+    }
+    return "?";
+}
+
+std::string_view ew_name(Ew ew) {
+    switch (ew) {
+    case Ew::Add: return "add";
+    case Ew::Sub: return "sub";
+    case Ew::Mul: return "mul";
+    case Ew::Div: return "div";
+    case Ew::Mod: return "mod";
+    case Ew::Max: return "max";
+    case Ew::Min: return "min";
+    case Ew::Eq: return "eq";
+    case Ew::Ne: return "ne";
+    case Ew::Lt: return "lt";
+    case Ew::Le: return "le";
+    case Ew::Gt: return "gt";
+    case Ew::Ge: return "ge";
+    case Ew::And: return "and";
+    case Ew::Or: return "or";
+    case Ew::Neg: return "neg";
+    case Ew::Not: return "not";
+    case Ew::Exp: return "exp";
+    case Ew::Log: return "log";
+    case Ew::Sqrt: return "sqrt";
+    case Ew::Rsqrt: return "rsqrt";
+    case Ew::Tanh: return "tanh";
+    case Ew::Sigmoid: return "sigmoid";
+    case Ew::Relu: return "relu";
+    case Ew::Gelu: return "gelu";
+    case Ew::Abs: return "abs";
+    case Ew::Select: return "select";
+    case Ew::Cast: return "cast";
+    }
+    return "?";
+}
+
+std::string_view create_name(CreateKind kind) {
+    switch (kind) {
+    case CreateKind::Zeros: return "zeros";
+    case CreateKind::Ones: return "ones";
+    case CreateKind::Full: return "full";
+    case CreateKind::Iota: return "iota";
+    case CreateKind::RandomNormal: return "random_normal";
+    case CreateKind::RandomUniform: return "random_uniform";
+    }
+    return "?";
+}
+
+std::string_view reduce_name(ReduceKind kind) {
+    switch (kind) {
+    case ReduceKind::Sum: return "sum";
+    case ReduceKind::Mean: return "mean";
+    case ReduceKind::Max: return "max";
+    }
+    return "?";
+}
+
+namespace {
+
+const Mesh* mesh_or_null(const Module& module, int32_t index) {
+    if (index < 0 || static_cast<size_t>(index) >= module.meshes.size()) return nullptr;
+    return &module.meshes[static_cast<size_t>(index)];
+}
+
+/// An axis's name, or `#i` where the index is not an axis of the mesh (broken IR).
+std::string axis_label(const Mesh* mesh, size_t axis) {
+    if (mesh && axis < mesh->axes.size()) return mesh->axes[axis].name;
+    return fmt::format("#{}", axis);
+}
+
+bool layout_fits(const Layout& layout, const Mesh* mesh) {
+    if (!mesh) return false;
+    for (const auto& d : layout.dims) {
+        for (uint8_t a : d) {
+            if (a >= mesh->axes.size()) return false;
+        }
+    }
+    return mesh->axes.size() >= 64 || (layout.partial >> mesh->axes.size()) == 0;
+}
+
+std::string partial_names(AxisSet set, const Mesh* mesh) {
+    std::string out;
+    for (size_t i = 0; i < 64; ++i) {
+        if (!(set & sema::axis_bit(i))) continue;
+        if (!out.empty()) out += ", ";
+        out += axis_label(mesh, i);
+    }
+    return out;
+}
+
+/// `{0: data, 1: (data2, model)}`: sema::layout_to_string where the layout fits its
+/// mesh, the same form with `#i` for unknown axes otherwise.
+std::string splits_to_string(const Layout& layout, const Mesh* mesh) {
+    if (layout_fits(layout, mesh)) {
+        return sema::layout_to_string(Layout{layout.dims, 0}, *mesh);
+    }
+    std::string out = "{";
+    bool first = true;
+    for (size_t d = 0; d < layout.dims.size(); ++d) {
+        const auto& axes = layout.dims[d];
+        if (axes.empty()) continue;
+        if (!first) out += ", ";
+        first = false;
+        out += std::to_string(d) + ": ";
+        if (axes.size() > 1) out += "(";
+        for (size_t i = 0; i < axes.size(); ++i) {
+            if (i) out += ", ";
+            out += axis_label(mesh, axes[i]);
+        }
+        if (axes.size() > 1) out += ")";
+    }
+    return out + "}";
+}
+
+std::string quoted(std::string_view text) {
+    std::string out = "\"";
+    for (char c : text) {
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        default: out += c;
+        }
+    }
+    return out + "\"";
+}
+
+std::string axes_clause(const Module& module, const Function& f, const Op& op) {
+    // The axes' mesh is the one of the collective's operand (or result).
+    int32_t mesh_index = -1;
+    if (!op.operands.empty() && op.operands[0] < f.types.size()) mesh_index = f.types[op.operands[0]].mesh;
+    if (mesh_index < 0 && !op.results.empty() && op.results[0] < f.types.size()) {
+        mesh_index = f.types[op.results[0]].mesh;
+    }
+    return "over (" + partial_names(op.axes, mesh_or_null(module, mesh_index)) + ")";
+}
+
+std::string number(double value) { return fmt::format("{}", value); }
+
+class Printer {
+public:
+    Printer(std::ostream& out, const SourceManager& sources, const Module& module)
+        : out_(out), sources_(sources), module_(module) {}
+
+    void print() {
+        for (const Mesh& mesh : module_.meshes) print_mesh(mesh);
+        for (size_t i = 0; i < module_.functions.size(); ++i) {
+            if (i || !module_.meshes.empty()) out_ << "\n";
+            print_function(module_.functions[i]);
+        }
+    }
+
+private:
+    void print_mesh(const Mesh& mesh) {
+        out_ << "mesh " << mesh.name << " = [";
+        for (size_t i = 0; i < mesh.axes.size(); ++i) {
+            const sema::MeshAxis& axis = mesh.axes[i];
+            if (i) out_ << ", ";
+            out_ << axis.name << ": " << axis.size;
+            if (axis.latency != sema::kDefaultLatency || axis.bandwidth != sema::kDefaultBandwidth) {
+                out_ << fmt::format(" {{latency: {:g}, bandwidth: {:g}}}", axis.latency, axis.bandwidth);
+            }
+        }
+        out_ << "]\n";
+    }
+
+    std::string type_of(const Function& f, ValueId id) const {
+        if (id >= f.types.size()) return "<no type>";
+        return type_to_string(module_, f.types[id]);
+    }
+
+    static std::string use(ValueId id) { return id == kNoValue ? "%<none>" : fmt::format("%{}", id); }
+
+    /// A value where it is defined: `%3`, or `%3 /*h*/` when it has a source name.
+    static std::string def(const Function& f, ValueId id) {
+        std::string out = use(id);
+        if (id < f.names.size() && !f.names[id].empty()) out += " /*" + f.names[id] + "*/";
+        return out;
+    }
+
+    static std::string uses(const std::vector<ValueId>& ids) {
+        std::string out;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            if (i) out += ", ";
+            out += use(ids[i]);
+        }
+        return out;
+    }
+
+    std::string location(const Function& f, Span span) const {
+        if (!span.valid() || span.file >= sources_.file_count()) return {};
+        LineCol lc = sources_.line_col(span.file, span.begin);
+        // Ops from another file than their function's (none yet) name their file.
+        if (f.span.valid() && span.file != f.span.file) {
+            return fmt::format("@{}:{}:{}", sources_.path(span.file), lc.line, lc.col);
+        }
+        return fmt::format("@{}:{}", lc.line, lc.col);
+    }
+
+    void print_function(const Function& f) {
+        out_ << "func @" << function_label(f) << "(";
+        for (size_t i = 0; i < f.params.size(); ++i) {
+            if (i) out_ << ", ";
+            out_ << def(f, f.params[i]) << ": " << type_of(f, f.params[i]);
+        }
+        out_ << ")";
+        if (!f.results.empty()) {
+            out_ << " -> (";
+            for (size_t i = 0; i < f.results.size(); ++i) {
+                if (i) out_ << ", ";
+                out_ << type_of(f, f.results[i]);
+            }
+            out_ << ")";
+        }
+        out_ << " {\n";
+        for (const Op& op : f.ops) print_op(f, op);
+        if (!f.results.empty()) out_ << "  return " << uses(f.results) << "\n";
+        out_ << "}\n";
+    }
+
+    /// The op's name, attributes and operands: `contract "bd,dh->bh" %0, %1`.
+    std::string body(const Function& f, const Op& op) const {
+        std::string out(op_name(op.kind));
+        auto operands = [&] { return op.operands.empty() ? std::string() : " " + uses(op.operands); };
+        switch (op.kind) {
+        case OpKind::Constant:
+            out += " " + number(op.number) + operands();
+            break;
+        case OpKind::Create:
+            out += " ";
+            out += create_name(op.create);
+            if (op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform) {
+                out += fmt::format(" seed {}", op.seed);
+            }
+            if (op.create == CreateKind::Full) out += " " + number(op.number);
+            if (op.dim >= 0) out += fmt::format(" dim {}", op.dim);
+            out += operands();
+            break;
+        case OpKind::Load:
+        case OpKind::Contract:
+        case OpKind::Print:
+        case OpKind::Save:
+            out += " " + quoted(op.text) + operands();
+            break;
+        case OpKind::Elementwise:
+            out += " ";
+            out += ew_name(op.ew);
+            out += operands();
+            break;
+        case OpKind::Reduce:
+            out += " ";
+            out += reduce_name(op.reduce);
+            out += fmt::format(" dims [{}]", fmt::join(op.ints, ", ")) + operands();
+            break;
+        case OpKind::AllReduce:
+            out += " ";
+            out += reduce_name(op.reduce);
+            out += " " + axes_clause(module_, f, op) + operands();
+            break;
+        case OpKind::ReduceScatter:
+            out += " ";
+            out += reduce_name(op.reduce);
+            out += " " + axes_clause(module_, f, op) + fmt::format(" dim {}", op.dim) + operands();
+            break;
+        case OpKind::AllGather:
+        case OpKind::LocalSlice:
+            out += " " + axes_clause(module_, f, op) + fmt::format(" dim {}", op.dim) + operands();
+            break;
+        case OpKind::AllToAll:
+            out += " " + axes_clause(module_, f, op) + fmt::format(" dim {} -> {}", op.dim, op.dim2) +
+                   operands();
+            break;
+        case OpKind::MakePartial:
+            out += " " + axes_clause(module_, f, op) + operands();
+            break;
+        case OpKind::Call: {
+            const Function* callee = op.callee >= 0 && static_cast<size_t>(op.callee) < module_.functions.size()
+                                         ? &module_.functions[static_cast<size_t>(op.callee)]
+                                         : nullptr;
+            out += " @" + (callee ? function_label(*callee) : fmt::format("<function #{}>", op.callee));
+            out += "(" + uses(op.operands) + ")";
+            break;
+        }
+        }
+        return out;
+    }
+
+    void print_op(const Function& f, const Op& op) {
+        std::string line = "  ";
+        if (!op.results.empty()) {
+            for (size_t i = 0; i < op.results.size(); ++i) {
+                if (i) line += ", ";
+                line += def(f, op.results[i]);
+            }
+            line += " = ";
+        }
+        line += body(f, op);
+        if (op.results.size() == 1) {
+            line += " : " + type_of(f, op.results[0]);
+        } else if (op.results.size() > 1) {
+            line += " : (";
+            for (size_t i = 0; i < op.results.size(); ++i) {
+                if (i) line += ", ";
+                line += type_of(f, op.results[i]);
+            }
+            line += ")";
+        }
+        std::string loc = location(f, op.span);
+        if (!loc.empty()) line += "  " + loc;
+        if (op.inserted) line += op.reason.empty() ? "  // inserted" : "  // inserted: " + op.reason;
+        out_ << line << "\n";
+    }
+
+    std::ostream& out_;
+    const SourceManager& sources_;
+    const Module& module_;
+};
+
+}  // namespace
+
+std::string type_to_string(const Module& module, const TensorType& type) {
+    std::string_view dtype = ast::dtype_name(type.dtype);
+    bool has_splits = type.layout.split_axes() != 0;
+    if (type.mesh < 0 && type.shape.empty() && !has_splits && type.layout.partial == 0) {
+        return std::string(dtype);
+    }
+    const Mesh* mesh = mesh_or_null(module, type.mesh);
+    std::string out = fmt::format("Tensor {} [{}]", dtype, fmt::join(type.shape, ", "));
+    if (type.mesh >= 0) out += " on " + (mesh ? mesh->name : fmt::format("<mesh #{}>", type.mesh));
+    if (has_splits) out += " with " + splits_to_string(type.layout, mesh);
+    if (type.layout.partial) out += " partial {" + partial_names(type.layout.partial, mesh) + "}";
+    return out;
+}
+
+std::string function_label(const Function& function) {
+    if (function.instance.empty()) return function.name;
+    std::string out = function.name + "[";
+    bool first = true;
+    for (const auto& [var, size] : function.instance) {
+        if (!first) out += ", ";
+        first = false;
+        out += fmt::format("{} = {}", var, size);
+    }
+    return out + "]";
+}
+
+void print_module(std::ostream& out, const SourceManager& sources, const Module& module) {
+    Printer(out, sources, module).print();
+}
+
+}  // namespace meshc::ir

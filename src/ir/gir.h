@@ -1,0 +1,119 @@
+// Typed global IR (GIR): the checker's output. SSA values with full tensor types (element
+// type, concrete shape, mesh, layout including `partial`); every coercion the checker
+// inserted is an explicit collective op carrying its source span and reason. One Function
+// per instantiation of a source function (sizes concrete). Produced by sema/infer.cpp;
+// consumed by the GIR printer (--emit=gir), `meshc explain`, and later the SPMD partitioner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sema/mesh.h"
+#include "support/source_manager.h"
+#include "syntax/ast.h"
+
+namespace meshc::ir {
+
+using sema::AxisSet;
+using sema::Layout;
+using sema::Mesh;
+
+using ValueId = uint32_t;
+inline constexpr ValueId kNoValue = UINT32_MAX;
+
+size_t dtype_bytes(ast::DType t);
+
+struct TensorType {
+    ast::DType dtype = ast::DType::F32;
+    std::vector<int64_t> shape;  // global shape
+    int32_t mesh = -1;           // index into Module::meshes; -1: not placed (scalars)
+    Layout layout;               // layout.dims.size() == shape.size()
+
+    size_t rank() const { return shape.size(); }
+    int64_t elements() const;
+    /// Bytes of this value's per-device piece, with every split applied.
+    int64_t local_bytes(const Mesh* mesh) const;
+    bool operator==(const TensorType& o) const = default;
+};
+
+enum class OpKind : uint8_t {
+#define MESHC_OP(name, text) name,
+#include "ir/ops.def"
+#undef MESHC_OP
+};
+std::string_view op_name(OpKind kind);
+
+enum class Ew : uint8_t {
+    Add, Sub, Mul, Div, Mod, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
+    Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Select, Cast
+};
+std::string_view ew_name(Ew ew);
+
+enum class CreateKind : uint8_t { Zeros, Ones, Full, Iota, RandomNormal, RandomUniform };
+std::string_view create_name(CreateKind kind);
+
+enum class ReduceKind : uint8_t { Sum, Mean, Max };
+std::string_view reduce_name(ReduceKind kind);
+
+struct Op {
+    OpKind kind;
+    std::vector<ValueId> results;
+    std::vector<ValueId> operands;
+    Span span;  // the source construct this op comes from
+    // Attributes (which ones an op uses: ops.def).
+    Ew ew = Ew::Add;
+    CreateKind create = CreateKind::Zeros;
+    ReduceKind reduce = ReduceKind::Sum;
+    std::string text;
+    double number = 0;
+    int64_t seed = 0;
+    std::vector<int64_t> ints;
+    AxisSet axes = 0;
+    int32_t dim = -1;
+    int32_t dim2 = -1;
+    int32_t callee = -1;
+    /// Collectives and local slices: inserted by the checker (a coercion) rather than
+    /// written by the user, and why.
+    bool inserted = false;
+    std::string reason;
+};
+
+struct Function {
+    std::string name;
+    std::map<std::string, int64_t> instance;  // size variables of a generic function
+    std::vector<ValueId> params;
+    std::vector<ValueId> results;
+    std::vector<TensorType> types;  // indexed by ValueId
+    std::vector<std::string> names; // source name of each value, "" for temporaries
+    std::vector<Op> ops;
+    Span span;
+
+    ValueId add_value(TensorType type, std::string name = {}) {
+        types.push_back(std::move(type));
+        names.push_back(std::move(name));
+        return static_cast<ValueId>(types.size() - 1);
+    }
+};
+
+struct Module {
+    std::vector<Mesh> meshes;
+    std::vector<Function> functions;
+    const Mesh* mesh(int32_t index) const { return index < 0 ? nullptr : &meshes[index]; }
+};
+
+/// `Tensor f32 [8, 16] on Pod with {0: data} partial {model}`, or `f32` for a scalar.
+std::string type_to_string(const Module& module, const TensorType& type);
+/// The textual form (--emit=gir).
+void print_module(std::ostream& out, const SourceManager& sources, const Module& module);
+/// Checks invariants (operand/result types consistent, layouts valid); returns the
+/// problems found (empty when valid). A problem is a compiler bug, not a user error.
+std::vector<std::string> verify_module(const Module& module);
+
+/// A function instance's name with its sizes: `mlp`, or `f[B = 8, D = 16]` for a generic one
+/// (used by the printer, the verifier's messages and `meshc explain`).
+std::string function_label(const Function& function);
+
+}  // namespace meshc::ir

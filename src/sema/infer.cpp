@@ -1,0 +1,1642 @@
+// Type, shape and sharding inference, AST -> GIR; see infer.h.
+//
+// Each function is lowered once per instantiation (sizes and meshes bound). Values are
+// typed as they are built: shapes and element types by the usual rules, layouts by the
+// sharding rules of LANGUAGE.md section 6 applied forward, and backwards for creation
+// ops: a value made by `zeros`, `random_normal`, ... (and element-wise chains of such
+// values) is "flexible" until its first use that needs a layout, which then fixes it, so
+// each device creates only its own piece and nothing moves. Where a value's layout
+// differs from what a use requires, plan_coercion() inserts the collectives (or free
+// local slices) that convert it.
+#include "sema/infer.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sema/builtins.h"
+#include "sema/cost_model.h"
+#include "syntax/ast_printer.h"
+
+namespace meshc::sema {
+
+namespace {
+
+using namespace meshc::ast;
+using ir::TensorType;
+using ir::ValueId;
+
+// Thrown after a diagnostic has been emitted, to abandon the current instantiation.
+struct Abandon {};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+bool is_float(DType t) {
+    return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+}
+
+std::string mesh_axis_list(const Mesh& mesh, const std::vector<uint8_t>& axes) {
+    std::string s;
+    for (uint8_t a : axes) s += (s.empty() ? "" : ", ") + mesh.axes[a].name;
+    return s;
+}
+
+struct Binding {
+    std::map<std::string_view, int64_t> sizes;
+    std::map<std::string_view, int32_t> meshes;  // generic mesh parameter -> module mesh
+
+    std::string key() const {
+        std::string k;
+        for (const auto& [n, v] : sizes) k += fmt::format("{}={};", n, v);
+        for (const auto& [n, m] : meshes) k += fmt::format("{}=@{};", n, m);
+        return k;
+    }
+};
+
+// What a name denotes inside a function body.
+struct Val {
+    enum Kind { Tensor, Function, BuiltinFn, Module } kind = Tensor;
+    ValueId id = ir::kNoValue;
+    const Item* fn = nullptr;
+    Builtin builtin = Builtin::Count;
+    size_t module = 0;
+};
+
+class Inferer;
+
+// Lowers one function instance.
+class FunctionBuilder {
+public:
+    FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& item, size_t module_index,
+                    Binding binding);
+    void lower_body();
+
+private:
+    friend class Inferer;
+    // ---------------------------------------------------------------- helpers
+    [[noreturn]] void fail(DiagCode code, Span span, std::string message,
+                           std::vector<std::pair<std::string, Span>> notes = {});
+    const TensorType& type(ValueId v) const { return f_.types[v]; }
+    ValueId emit(ir::Op op, TensorType type, std::vector<std::string> dim_names = {});
+    std::string type_str(const TensorType& t) const;
+    const Mesh* mesh_of(const TensorType& t) const;
+
+    int64_t eval_dim(const Dim& d);
+    TensorType type_from_ast(const Type& t, std::vector<std::string>* dim_names);
+    Layout layout_from_ast(const Type& t, const TensorType& partial_type, const Mesh& mesh);
+    int32_t mesh_index(const Ident& name);
+
+    // layouts
+    void fix_layout(ValueId v, int32_t mesh, const Layout& layout);
+    ValueId coerce(ValueId v, const TensorType& target, Span span, const std::string& reason,
+                   bool inserted = true);
+    ValueId plan_coercion(ValueId v, int32_t mesh, const Layout& target, Span span,
+                          const std::string& reason, bool inserted);
+    ValueId collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim, int32_t dim2,
+                       Layout result, Span span, const std::string& reason, bool inserted);
+    ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
+    ValueId place(ValueId v, int32_t mesh, Span span);
+
+    // expressions
+    ValueId lower_expr(const Expr& e);
+    Val lookup(const Ident& name);
+    ValueId constant(double value, DType dtype, bool weak, Span span);
+    ValueId elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span);
+    ValueId contract(std::string spec, ValueId a, ValueId b, Span span);
+    ValueId matmul(ValueId a, ValueId b, Span span);
+    ValueId reduce(ir::ReduceKind kind, ValueId x, std::vector<int64_t> dims, bool keep, Span span);
+    ValueId lower_call(const Expr& e);
+    ValueId lower_builtin(Builtin b, const Expr& call);
+    ValueId call_user(const Item& fn, size_t module_index, const Expr& call);
+    std::vector<int64_t> shape_arg(const Expr& e);
+    int64_t int_arg(const Expr& e);
+    int64_t axis_arg(const Expr& e, ValueId operand);
+    AxisSet over_arg(const Expr& e, ValueId operand);
+    DType dtype_arg(const Expr& e);
+
+    Inferer& in_;
+    ir::Function& f_;
+    const Item& item_;
+    size_t module_index_;
+    Binding binding_;
+    std::vector<std::map<std::string_view, Val>> scopes_;
+    std::vector<bool> flexible_;
+    std::vector<bool> weak_;                     // untyped literal scalars
+    std::vector<int32_t> producer_;              // op index, -1 for params
+    std::vector<std::vector<std::string>> dim_names_;
+    bool explicit_comm_ = false;
+    const Expr* statement_call_ = nullptr;  // a call whose value is discarded
+};
+
+class Inferer {
+public:
+    Inferer(const SourceManager& sources, const Program& program, DiagnosticEngine& diags,
+            const InferOptions& options)
+        : sources_(sources), program_(program), diags_(diags), options_(options) {}
+
+    ir::Module run() {
+        for (size_t m = 0; m < program_.modules.size(); ++m) {
+            for (const Item* item : program_.modules[m]->items) {
+                if (item->kind == ItemKind::Mesh) {
+                    mesh_items_[item] = static_cast<int32_t>(module_.meshes.size());
+                    module_.meshes.push_back(mesh_from_item(*item));
+                }
+                if (item->kind == ItemKind::Fn) item_module_[item] = m;
+            }
+        }
+        const Module& root = *program_.modules[0];
+        for (const Item* item : root.items) {
+            if (item->kind != ItemKind::Fn) continue;
+            if (item->name.name == "main" || is_monomorphic(*item)) {
+                instantiate(*item, 0, Binding{}, item->name.span);
+            }
+        }
+        return std::move(module_);
+    }
+
+    // Returns the function index of `fn` instantiated with `binding`, or -1 after errors.
+    int32_t instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site) {
+        std::string key = fmt::format("{}#{}", static_cast<const void*>(&fn), binding.key());
+        if (auto it = instances_.find(key); it != instances_.end()) return it->second;
+        if (active_.count(&fn)) return -1;  // recursion: reported by name resolution
+        auto index = static_cast<int32_t>(module_.functions.size());
+        module_.functions.emplace_back();
+        instances_[key] = index;
+        active_.insert(&fn);
+        ir::Function f;
+        f.name = std::string(fn.name.name);
+        f.span = fn.name.span;
+        for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
+        bool ok = true;
+        try {
+            FunctionBuilder builder(*this, f, fn, module_index, binding);
+            builder.lower_body();
+        } catch (const Abandon&) {
+            ok = false;
+        }
+        active_.erase(&fn);
+        module_.functions[index] = std::move(f);
+        if (!ok) {
+            failed_.insert(index);
+            return -1;
+        }
+        return index;
+    }
+
+    bool is_monomorphic(const Item& fn) const {
+        if (!fn.generics.empty()) return false;
+        std::set<std::string_view> vars;
+        auto visit_dim = [&](auto& self, const Dim& d) -> void {
+            if (d.kind == DimKind::Var) vars.insert(d.name.name);
+            if (d.kind == DimKind::Binary) {
+                self(self, *d.lhs);
+                self(self, *d.rhs);
+            }
+        };
+        auto visit_type = [&](auto& self, const Type& t) -> void {
+            for (const Dim* d : t.shape) visit_dim(visit_dim, *d);
+            for (const Type* e : t.elements) self(self, *e);
+            for (const Dim* d : t.args) visit_dim(visit_dim, *d);
+        };
+        for (const Param& p : fn.params) visit_type(visit_type, *p.type);
+        if (fn.result) visit_type(visit_type, *fn.result);
+        return vars.empty();
+    }
+
+    const SourceManager& sources_;
+    const Program& program_;
+    DiagnosticEngine& diags_;
+    const InferOptions& options_;
+    ir::Module module_;
+    std::map<const Item*, int32_t> mesh_items_;
+    std::map<const Item*, size_t> item_module_;
+    std::map<std::string, int32_t> instances_;
+    std::set<const Item*> active_;
+    std::set<int32_t> failed_;
+};
+
+// ==================================================================== FunctionBuilder
+
+FunctionBuilder::FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& item,
+                                 size_t module_index, Binding binding)
+    : in_(inferer), f_(f), item_(item), module_index_(module_index), binding_(std::move(binding)) {
+    for (const Attribute& a : item.attrs) {
+        if (a.name.name == "explicit_comm") explicit_comm_ = true;
+    }
+}
+
+void FunctionBuilder::fail(DiagCode code, Span span, std::string message,
+                           std::vector<std::pair<std::string, Span>> notes) {
+    auto& d = in_.diags_.emit(code, span, std::move(message));
+    for (auto& [text, at] : notes) d.note(std::move(text), at);
+    throw Abandon{};
+}
+
+ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string> dim_names) {
+    ValueId v = f_.add_value(std::move(type));
+    op.results = {v};
+    flexible_.push_back(false);
+    weak_.push_back(false);
+    producer_.push_back(static_cast<int32_t>(f_.ops.size()));
+    if (dim_names.size() != f_.types[v].rank()) dim_names.assign(f_.types[v].rank(), "");
+    dim_names_.push_back(std::move(dim_names));
+    f_.ops.push_back(std::move(op));
+    return v;
+}
+
+std::string FunctionBuilder::type_str(const TensorType& t) const {
+    return ir::type_to_string(in_.module_, t);
+}
+
+const Mesh* FunctionBuilder::mesh_of(const TensorType& t) const { return in_.module_.mesh(t.mesh); }
+
+int32_t FunctionBuilder::mesh_index(const Ident& name) {
+    if (auto it = binding_.meshes.find(name.name); it != binding_.meshes.end()) return it->second;
+    for (const auto& [item, index] : in_.mesh_items_) {
+        // Meshes of the function's own module first.
+        const Module& m = *in_.program_.modules[module_index_];
+        if (item->name.name == name.name &&
+            std::find(m.items.begin(), m.items.end(), item) != m.items.end()) {
+            return index;
+        }
+    }
+    fail(DiagCode::E0310, name.span, fmt::format("mesh `{}` is not bound here", name.name));
+}
+
+int64_t FunctionBuilder::eval_dim(const Dim& d) {
+    switch (d.kind) {
+    case DimKind::Int: return d.value;
+    case DimKind::Var: {
+        auto it = binding_.sizes.find(d.name.name);
+        if (it == binding_.sizes.end()) {
+            fail(DiagCode::E0310, d.span,
+                 fmt::format("the size `{}` is not known here", d.name.name),
+                 {{"sizes are inferred from the arguments of each call; a size that no "
+                   "parameter shape mentions cannot be inferred", {}}});
+        }
+        return it->second;
+    }
+    case DimKind::Axis: {
+        int32_t m = mesh_index(d.name);
+        const Mesh& mesh = in_.module_.meshes[m];
+        auto axis = mesh.axis_index(d.axis.name);
+        if (!axis) fail(DiagCode::E0401, d.axis.span, fmt::format("mesh `{}` has no axis `{}`", mesh.name, d.axis.name));
+        return mesh.axes[*axis].size;
+    }
+    case DimKind::Binary: {
+        int64_t a = eval_dim(*d.lhs);
+        int64_t b = eval_dim(*d.rhs);
+        int64_t r = 0;
+        bool overflow = false;
+        switch (d.op) {
+        case DimOp::Add: overflow = __builtin_add_overflow(a, b, &r); break;
+        case DimOp::Sub: overflow = __builtin_sub_overflow(a, b, &r); break;
+        case DimOp::Mul: overflow = __builtin_mul_overflow(a, b, &r); break;
+        case DimOp::Div:
+        case DimOp::Mod:
+            if (b == 0) fail(DiagCode::E0501, d.span, "division by zero in a size");
+            if (d.op == DimOp::Div && a % b != 0) {
+                fail(DiagCode::E0501, d.span,
+                     fmt::format("`{}` is {} / {}, which is not exact", syntax::dim_to_string(d), a, b),
+                     {{"`/` in a size must divide exactly", {}}});
+            }
+            r = d.op == DimOp::Div ? a / b : ((a % b) + b) % b;
+            break;
+        }
+        if (overflow) fail(DiagCode::E0310, d.span, "size arithmetic overflows 64 bits");
+        return r;
+    }
+    }
+    return 0;
+}
+
+Layout FunctionBuilder::layout_from_ast(const Type& t, const TensorType& tt, const Mesh& mesh) {
+    Layout layout = Layout::replicated(tt.rank());
+    if (t.layout) {
+        for (const LayoutEntry& e : t.layout->entries) {
+            size_t d = 0;
+            if (e.key_name) {
+                for (size_t i = 0; i < t.shape.size(); ++i) {
+                    if (t.shape[i]->kind == DimKind::Var && t.shape[i]->name.name == e.key_name->name) d = i;
+                }
+            } else {
+                d = static_cast<size_t>(e.key_pos);
+            }
+            for (const Ident& axis : e.axes) {
+                auto index = mesh.axis_index(axis.name);
+                if (!index) fail(DiagCode::E0401, axis.span, fmt::format("mesh `{}` has no axis `{}`", mesh.name, axis.name));
+                layout.dims[d].push_back(static_cast<uint8_t>(*index));
+            }
+            int64_t factor = layout.split_factor(mesh, d);
+            if (tt.shape[d] % factor != 0) {
+                fail(DiagCode::E0501, e.span,
+                     fmt::format("dim {} has size {}, which the split over ({}) into {} pieces does "
+                                 "not divide", d, tt.shape[d], mesh_axis_list(mesh, layout.dims[d]), factor),
+                     {{"splitting a dim of size n over axes of total size k requires n % k == 0", {}}});
+            }
+        }
+    }
+    if (t.partial) {
+        for (const Ident& axis : *t.partial) {
+            auto index = mesh.axis_index(axis.name);
+            if (!index) fail(DiagCode::E0401, axis.span, fmt::format("mesh `{}` has no axis `{}`", mesh.name, axis.name));
+            layout.partial |= sema::axis_bit(*index);
+        }
+    }
+    return layout;
+}
+
+TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string>* dim_names) {
+    TensorType tt;
+    switch (t.kind) {
+    case TypeKind::Scalar: tt.dtype = t.dtype; return tt;
+    case TypeKind::Tensor: break;
+    case TypeKind::Tuple:
+    case TypeKind::Named:
+        fail(DiagCode::E0311, t.span,
+             "tuple and struct types are not supported by the type checker yet",
+             {{"`meshc check` (syntax and names) accepts them; `explain` and `--emit=gir` "
+               "need the checker's support, which is in progress", {}}});
+    }
+    tt.dtype = t.dtype;
+    for (const Dim* d : t.shape) {
+        int64_t n = eval_dim(*d);
+        if (n < 1) fail(DiagCode::E0307, d->span, fmt::format("a dim has size {}; sizes are at least 1", n));
+        tt.shape.push_back(n);
+        if (dim_names) dim_names->push_back(d->kind == DimKind::Var ? std::string(d->name.name) : "");
+    }
+    if (t.mesh) {
+        tt.mesh = mesh_index(*t.mesh);
+        tt.layout = layout_from_ast(t, tt, in_.module_.meshes[tt.mesh]);
+    } else {
+        tt.layout = Layout::replicated(tt.rank());
+    }
+    return tt;
+}
+
+// ---------------------------------------------------------------- layouts
+
+void FunctionBuilder::fix_layout(ValueId v, int32_t mesh, const Layout& layout) {
+    TensorType& t = f_.types[v];
+    t.mesh = mesh;
+    t.layout = layout;
+    flexible_[v] = false;
+    int32_t p = producer_[v];
+    if (p < 0) return;
+    ir::Op& op = f_.ops[static_cast<size_t>(p)];
+    if (op.kind != ir::OpKind::Elementwise) return;
+    for (ValueId o : op.operands) {
+        if (!flexible_[o]) continue;
+        const TensorType& ot = f_.types[o];
+        Layout ol = Layout::replicated(ot.rank());
+        size_t offset = t.rank() - ot.rank();
+        for (size_t d = 0; d < ot.rank(); ++d) {
+            if (ot.shape[d] == t.shape[d + offset]) ol.dims[d] = layout.dims[d + offset];
+        }
+        ol.partial = 0;
+        fix_layout(o, mesh, ol);
+    }
+}
+
+ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span) {
+    if (type(v).mesh == mesh || mesh < 0) return v;
+    if (type(v).mesh >= 0) {
+        fail(DiagCode::E0405, span,
+             fmt::format("a value on mesh `{}` is used on mesh `{}`", in_.module_.meshes[type(v).mesh].name,
+                         in_.module_.meshes[mesh].name),
+             {{"values never move between meshes implicitly", {}}});
+    }
+    if (flexible_[v]) {
+        fix_layout(v, mesh, Layout::replicated(type(v).rank()));
+        return v;
+    }
+    // An unplaced value is replicated everywhere: viewing it on a mesh is free.
+    f_.types[v].mesh = mesh;
+    return v;
+}
+
+ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim,
+                                    int32_t dim2, Layout result, Span span,
+                                    const std::string& reason, bool inserted) {
+    ir::Op op{kind};
+    op.operands = {v};
+    op.axes = axes;
+    op.dim = dim;
+    op.dim2 = dim2;
+    op.span = span;
+    op.inserted = inserted;
+    op.reason = reason;
+    TensorType t = type(v);
+    t.layout = std::move(result);
+    bool communicates = kind != ir::OpKind::LocalSlice && kind != ir::OpKind::MakePartial;
+    const Mesh* mesh = mesh_of(t);
+    if (communicates && inserted && mesh && mesh->group_size(axes) > 1 &&
+        (in_.options_.strict_comm || explicit_comm_)) {
+        const TensorType& in_type = type(v);
+        int64_t bytes = kind == ir::OpKind::AllGather ? t.local_bytes(mesh) : in_type.local_bytes(mesh);
+        auto& d = in_.diags_.emit(
+            DiagCode::E0406, span,
+            fmt::format("this needs {} {} over ({}) of {} per-device bytes",
+                        kind == ir::OpKind::ReduceScatter ? "a" : "an", ir::op_name(kind),
+                        mesh->axis_names(axes), bytes));
+        d.note(fmt::format("why: {}", reason));
+        d.note(fmt::format("{}; write the conversion yourself with `reshard(x, {})` (or the "
+                           "explicit collective) to allow it",
+                           in_.options_.strict_comm ? "--strict-comm forbids inserted communication"
+                                                    : "this function is `@explicit_comm`",
+                           layout_to_string(t.layout, *mesh)));
+    }
+    std::vector<std::string> names = dim_names_[v];
+    return emit(std::move(op), std::move(t), std::move(names));
+}
+
+ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason) {
+    axes &= type(v).layout.partial;
+    if (!axes) return v;
+    Layout l = type(v).layout;
+    l.partial &= ~axes;
+    ir::Op probe{ir::OpKind::AllReduce};
+    ValueId r = collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
+    f_.ops.back().reduce = ir::ReduceKind::Sum;
+    (void)probe;
+    return r;
+}
+
+ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
+                                const std::string& reason, bool inserted) {
+    const TensorType& t = type(v);
+    if (t.shape != target.shape) {
+        fail(DiagCode::E0307, span,
+             fmt::format("shape mismatch: expected {}, found {}", shape_string(target.shape), shape_string(t.shape)),
+             {{fmt::format("the value has type {}; {} requires {}", type_str(t), reason, type_str(target)), {}}});
+    }
+    if (t.dtype != target.dtype) {
+        if (weak_[v]) {
+            f_.types[v].dtype = target.dtype;
+        } else {
+            fail(DiagCode::E0308, span,
+                 fmt::format("element type mismatch: expected {}, found {}", dtype_name(target.dtype), dtype_name(t.dtype)),
+                 {{fmt::format("{} requires {}", reason, type_str(target)), {}}});
+        }
+    }
+    if (target.mesh < 0) return v;
+    if (t.mesh >= 0 && t.mesh != target.mesh) place(v, target.mesh, span);  // reports E0405
+    if (flexible_[v]) {
+        fix_layout(v, target.mesh, target.layout);
+        return v;
+    }
+    place(v, target.mesh, span);
+    return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
+}
+
+// Converts v's layout into `target` with the table of LANGUAGE.md section 6: pending sums
+// first (reduce_scatter where the target splits a dim over the reduced axes, else one
+// all_reduce over all of them), then free local slices over axes nothing uses, then
+// all_to_all for an axis moving from one dim to another, then all_gathers, then the
+// remaining local slices. Buffers shrink before anything is sent where possible.
+ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layout& target, Span span,
+                                       const std::string& reason, bool inserted) {
+    const Mesh& mesh = in_.module_.meshes[mesh_index];
+    Layout cur = type(v).layout;
+    if (cur == target) return v;
+    size_t rank = cur.dims.size();
+
+    // 1. Pending sums that the target does not keep.
+    AxisSet remove = cur.partial & ~target.partial;
+    if (remove) {
+        for (size_t d = 0; d < rank && remove; ++d) {
+            const auto& c = cur.dims[d];
+            const auto& t = target.dims[d];
+            if (t.size() <= c.size() || !std::equal(c.begin(), c.end(), t.begin())) continue;
+            AxisSet added = 0;
+            for (size_t i = c.size(); i < t.size(); ++i) added |= sema::axis_bit(t[i]);
+            if ((added & remove) != added) continue;
+            if (cur.split_axes() & added) continue;
+            Layout next = cur;
+            next.partial &= ~added;
+            next.dims[d] = t;
+            v = collective(ir::OpKind::ReduceScatter, v, added, static_cast<int32_t>(d), -1, next, span, reason, inserted);
+            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            cur = next;
+            remove &= ~added;
+        }
+        if (remove) {
+            Layout next = cur;
+            next.partial &= ~remove;
+            v = collective(ir::OpKind::AllReduce, v, remove, -1, -1, next, span, reason, inserted);
+            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            cur = next;
+        }
+    }
+    // 2. Pending sums the target has and the value does not: free.
+    if (AxisSet add = target.partial & ~cur.partial) {
+        if (cur.split_axes() & add) {
+            // {d: a} -> partial {a}: the local slice placed in a zero tensor (free), which
+            // unsplits d; handled as gather-free by keeping the split out of the partial.
+        }
+        Layout next = cur;
+        next.partial |= add;
+        v = collective(ir::OpKind::MakePartial, v, add, -1, -1, next, span, reason, inserted);
+        cur = next;
+    }
+    auto prefix = [&](size_t d) {
+        size_t p = 0;
+        while (p < cur.dims[d].size() && p < target.dims[d].size() && cur.dims[d][p] == target.dims[d][p]) ++p;
+        return p;
+    };
+    auto slice_free = [&](bool only_unused) {
+        for (size_t d = 0; d < rank; ++d) {
+            size_t p = prefix(d);
+            if (p != cur.dims[d].size()) continue;  // something to remove first
+            while (cur.dims[d].size() < target.dims[d].size()) {
+                uint8_t a = target.dims[d][cur.dims[d].size()];
+                AxisSet bit = sema::axis_bit(a);
+                if ((cur.split_axes() | cur.partial) & bit) break;
+                if (only_unused) {
+                    // Axis still wanted elsewhere in the current layout? Then wait.
+                }
+                Layout next = cur;
+                next.dims[d].push_back(a);
+                v = collective(ir::OpKind::LocalSlice, v, bit, static_cast<int32_t>(d), -1, next, span, reason, inserted);
+                cur = next;
+            }
+        }
+    };
+    // 3. Free local slices first: they shrink every buffer sent after them.
+    slice_free(true);
+    // 4. all_to_all: an axis that is the only thing to remove from d1 and the next thing
+    //    to add to d2.
+    for (size_t d1 = 0; d1 < rank; ++d1) {
+        size_t p1 = prefix(d1);
+        if (cur.dims[d1].size() != p1 + 1) continue;
+        uint8_t a = cur.dims[d1].back();
+        for (size_t d2 = 0; d2 < rank; ++d2) {
+            if (d2 == d1) continue;
+            size_t p2 = prefix(d2);
+            if (p2 != cur.dims[d2].size() || target.dims[d2].size() <= p2 || target.dims[d2][p2] != a) continue;
+            Layout next = cur;
+            next.dims[d1].pop_back();
+            next.dims[d2].push_back(a);
+            v = collective(ir::OpKind::AllToAll, v, sema::axis_bit(a), static_cast<int32_t>(d1),
+                           static_cast<int32_t>(d2), next, span, reason, inserted);
+            cur = next;
+            break;
+        }
+    }
+    // 5. all_gather what remains to remove (the suffix past the common prefix, one
+    //    collective per dim over that group of axes).
+    for (size_t d = 0; d < rank; ++d) {
+        size_t p = prefix(d);
+        if (cur.dims[d].size() == p) continue;
+        AxisSet group = 0;
+        for (size_t i = p; i < cur.dims[d].size(); ++i) group |= sema::axis_bit(cur.dims[d][i]);
+        Layout next = cur;
+        next.dims[d].resize(p);
+        v = collective(ir::OpKind::AllGather, v, group, static_cast<int32_t>(d), -1, next, span, reason, inserted);
+        cur = next;
+    }
+    // 6. The remaining local slices.
+    slice_free(false);
+    MESHC_ASSERT(cur == target, fmt::format("coercion plan did not reach {} from {}",
+                                            layout_to_string(target, mesh), layout_to_string(cur, mesh)));
+    return v;
+}
+
+// ---------------------------------------------------------------- body
+
+void FunctionBuilder::lower_body() {
+    scopes_.emplace_back();
+    for (const Param& p : item_.params) {
+        if (p.type->kind == TypeKind::Named || p.type->kind == TypeKind::Tuple) {
+            type_from_ast(*p.type, nullptr);  // reports E0311
+        }
+        std::vector<std::string> names;
+        TensorType t = type_from_ast(*p.type, &names);
+        ValueId v = f_.add_value(std::move(t), std::string(p.name.name));
+        flexible_.push_back(false);
+        weak_.push_back(false);
+        producer_.push_back(-1);
+        dim_names_.push_back(std::move(names));
+        f_.params.push_back(v);
+        scopes_.back()[p.name.name] = Val{Val::Tensor, v};
+    }
+    const Block& body = *item_.body;
+    std::optional<ValueId> result;
+    Span result_span = body.span;
+    for (const Stmt* s : body.stmts) {
+        switch (s->kind) {
+        case StmtKind::Let: {
+            ValueId v = lower_expr(*s->value);
+            if (s->type) {
+                std::vector<std::string> names;
+                TensorType t = type_from_ast(*s->type, &names);
+                v = coerce(v, t, s->value->span, "the annotation");
+                dim_names_[v] = names;
+            }
+            if (s->pattern->kind == PatternKind::Name) {
+                if (f_.names[v].empty()) f_.names[v] = std::string(s->pattern->name.name);
+                scopes_.back()[s->pattern->name.name] = Val{Val::Tensor, v};
+            } else if (s->pattern->kind == PatternKind::Tuple) {
+                fail(DiagCode::E0311, s->pattern->span, "tuple patterns are not supported by the type checker yet");
+            }
+            break;
+        }
+        case StmtKind::Expr:
+            statement_call_ = s->value;
+            lower_expr(*s->value);
+            statement_call_ = nullptr;
+            break;
+        case StmtKind::Empty: break;
+        case StmtKind::Return:
+            if (s != body.stmts.back() || body.tail) {
+                fail(DiagCode::E0311, s->span, "`return` before the end of a function is not supported by the type checker yet");
+            }
+            if (s->value) {
+                result = lower_expr(*s->value);
+                result_span = s->value->span;
+            }
+            break;
+        case StmtKind::Var:
+        case StmtKind::Assign:
+        case StmtKind::For:
+            fail(DiagCode::E0311, s->span,
+                 "`var`, assignment and `for` are not supported by the type checker yet",
+                 {{"`meshc check` accepts them; `explain` and `--emit=gir` need the checker", {}}});
+        }
+    }
+    if (body.tail) {
+        result = lower_expr(*body.tail);
+        result_span = body.tail->span;
+    }
+    if (item_.result) {
+        if (!result) fail(DiagCode::E0309, item_.body->span, fmt::format("function `{}` returns nothing, but its type says it returns a value", item_.name.name));
+        std::vector<std::string> names;
+        TensorType rt = type_from_ast(*item_.result, &names);
+        ValueId r = coerce(*result, rt, result_span, fmt::format("the result type of `{}`", item_.name.name));
+        f_.results.push_back(r);
+    }
+    // Flexible values nobody constrained are replicated.
+    for (ValueId v = 0; v < flexible_.size(); ++v) {
+        if (flexible_[v]) fix_layout(v, f_.types[v].mesh, Layout::replicated(f_.types[v].rank()));
+    }
+}
+
+Val FunctionBuilder::lookup(const Ident& name) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+        if (auto found = it->find(name.name); found != it->end()) return found->second;
+    }
+    const Module& module = *in_.program_.modules[module_index_];
+    for (const Item* item : module.items) {
+        if (item->name.name != name.name) continue;
+        if (item->kind == ItemKind::Fn) return Val{Val::Function, ir::kNoValue, item};
+        if (item->kind == ItemKind::Import) {
+            auto t = in_.program_.import_targets.find(item);
+            if (t != in_.program_.import_targets.end()) return Val{Val::Module, ir::kNoValue, nullptr, Builtin::Count, t->second};
+        }
+    }
+    Builtin b = find_builtin(name.name);
+    if (b != Builtin::Count) return Val{Val::BuiltinFn, ir::kNoValue, nullptr, b};
+    if (auto it = binding_.sizes.find(name.name); it != binding_.sizes.end()) {
+        ValueId c = constant(static_cast<double>(it->second), DType::I64, true, name.span);
+        return Val{Val::Tensor, c};
+    }
+    fail(DiagCode::E0310, name.span, fmt::format("`{}` has no value here", name.name));
+}
+
+ValueId FunctionBuilder::constant(double value, DType dtype, bool weak, Span span) {
+    ir::Op op{ir::OpKind::Constant};
+    op.number = value;
+    op.span = span;
+    TensorType t;
+    t.dtype = dtype;
+    ValueId v = emit(std::move(op), std::move(t));
+    weak_[v] = weak;
+    return v;
+}
+
+ValueId FunctionBuilder::lower_expr(const Expr& e) {
+    switch (e.kind) {
+    case ExprKind::IntLit: return constant(static_cast<double>(e.int_value), DType::I64, true, e.span);
+    case ExprKind::FloatLit: return constant(e.float_value, DType::F32, true, e.span);
+    case ExprKind::BoolLit: return constant(e.bool_value ? 1 : 0, DType::Bool, false, e.span);
+    case ExprKind::Name: {
+        Val v = lookup(e.name);
+        if (v.kind != Val::Tensor) fail(DiagCode::E0309, e.span, fmt::format("`{}` is a function; call it", e.name.name));
+        return v.id;
+    }
+    case ExprKind::Unary:
+        return elementwise(e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not, {lower_expr(*e.lhs)}, e.span);
+    case ExprKind::Binary: {
+        if (e.binary_op == BinaryOp::MatMul) return matmul(lower_expr(*e.lhs), lower_expr(*e.rhs), e.span);
+        static const std::map<BinaryOp, ir::Ew> kOps = {
+            {BinaryOp::Add, ir::Ew::Add}, {BinaryOp::Sub, ir::Ew::Sub}, {BinaryOp::Mul, ir::Ew::Mul},
+            {BinaryOp::Div, ir::Ew::Div}, {BinaryOp::Mod, ir::Ew::Mod}, {BinaryOp::Eq, ir::Ew::Eq},
+            {BinaryOp::Ne, ir::Ew::Ne}, {BinaryOp::Lt, ir::Ew::Lt}, {BinaryOp::Le, ir::Ew::Le},
+            {BinaryOp::Gt, ir::Ew::Gt}, {BinaryOp::Ge, ir::Ew::Ge}, {BinaryOp::And, ir::Ew::And},
+            {BinaryOp::Or, ir::Ew::Or}};
+        ValueId a = lower_expr(*e.lhs);
+        ValueId b = lower_expr(*e.rhs);
+        return elementwise(kOps.at(e.binary_op), {a, b}, e.span);
+    }
+    case ExprKind::Call: {
+        bool as_statement = statement_call_ == &e;
+        ValueId v = lower_call(e);
+        if (v == ir::kNoValue && !as_statement) {
+            fail(DiagCode::E0309, e.span, "this call returns nothing; its value cannot be used");
+        }
+        return v;
+    }
+    case ExprKind::Field: {
+        if (e.lhs->kind == ExprKind::Name) {
+            // `M.data`: the size of a mesh axis, as an i64 value.
+            const Module& module = *in_.program_.modules[module_index_];
+            bool is_mesh = binding_.meshes.count(e.lhs->name.name) > 0;
+            for (const Item* item : module.items) {
+                if (item->kind == ItemKind::Mesh && item->name.name == e.lhs->name.name) is_mesh = true;
+            }
+            if (is_mesh) {
+                Dim d{DimKind::Axis, e.span};
+                d.name = e.lhs->name;
+                d.axis = e.name;
+                return constant(static_cast<double>(eval_dim(d)), DType::I64, true, e.span);
+            }
+        }
+        fail(DiagCode::E0311, e.span, "field access is not supported by the type checker yet");
+    }
+    case ExprKind::StringLit:
+    case ExprKind::DTypeName:
+    case ExprKind::List:
+    case ExprKind::LayoutLit:
+        fail(DiagCode::E0309, e.span, "this is only an argument of a built-in function");
+    case ExprKind::Tuple:
+    case ExprKind::StructLit:
+    case ExprKind::If:
+        fail(DiagCode::E0311, e.span, "tuples, struct literals and `if` expressions are not supported by the type checker yet",
+             {{"`meshc check` accepts them; `explain` and `--emit=gir` need the checker", {}}});
+    }
+    return ir::kNoValue;
+}
+
+// ---------------------------------------------------------------- element-wise
+
+namespace {
+bool is_linear(ir::Ew ew) { return ew == ir::Ew::Add || ew == ir::Ew::Sub || ew == ir::Ew::Neg; }
+bool is_comparison(ir::Ew ew) {
+    return ew == ir::Ew::Eq || ew == ir::Ew::Ne || ew == ir::Ew::Lt || ew == ir::Ew::Le ||
+           ew == ir::Ew::Gt || ew == ir::Ew::Ge;
+}
+}  // namespace
+
+ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span) {
+    // Element types: weak literals take the type of the typed operands.
+    std::optional<DType> dtype;
+    size_t first_data = ew == ir::Ew::Select ? 1 : 0;
+    for (size_t i = first_data; i < operands.size(); ++i) {
+        if (weak_[operands[i]]) continue;
+        DType t = type(operands[i]).dtype;
+        if (dtype && *dtype != t) {
+            fail(DiagCode::E0308, span,
+                 fmt::format("element type mismatch: {} and {}", dtype_name(*dtype), dtype_name(t)),
+                 {{"convert one side with `cast(x, dtype)`", {}}});
+        }
+        dtype = t;
+    }
+    for (size_t i = first_data; i < operands.size(); ++i) {
+        if (weak_[operands[i]] && dtype) {
+            DType lit = type(operands[i]).dtype;
+            if (lit == DType::F32 && !is_float(*dtype)) {
+                fail(DiagCode::E0308, span, fmt::format("a float literal meets a {} value", dtype_name(*dtype)));
+            }
+            f_.types[operands[i]].dtype = *dtype;
+        }
+    }
+    if (!dtype) dtype = type(operands[first_data]).dtype;
+    if (ew == ir::Ew::Select && type(operands[0]).dtype != DType::Bool) {
+        fail(DiagCode::E0308, span, "the condition of `select` must be bool");
+    }
+    if ((ew == ir::Ew::And || ew == ir::Ew::Or || ew == ir::Ew::Not) && *dtype != DType::Bool) {
+        fail(DiagCode::E0308, span, fmt::format("logical operators take bool, found {}", dtype_name(*dtype)));
+    }
+    // Shapes: NumPy broadcasting (trailing alignment).
+    size_t rank = 0;
+    for (ValueId o : operands) rank = std::max(rank, type(o).rank());
+    std::vector<int64_t> shape(rank, 1);
+    std::vector<std::string> names(rank);
+    for (ValueId o : operands) {
+        const TensorType& t = type(o);
+        size_t off = rank - t.rank();
+        for (size_t d = 0; d < t.rank(); ++d) {
+            int64_t n = t.shape[d];
+            if (shape[off + d] == 1) {
+                shape[off + d] = n;
+            } else if (n != 1 && n != shape[off + d]) {
+                std::vector<std::string> shapes;
+                for (ValueId x : operands) shapes.push_back(shape_string(type(x).shape));
+                fail(DiagCode::E0307, span,
+                     fmt::format("shape mismatch: {} cannot broadcast (dim {} from the end: {} vs {})",
+                                 fmt::join(shapes, " and "), t.rank() - d, shape[off + d], n),
+                     {{"element-wise operations broadcast like NumPy: aligned from the last dim, "
+                       "each pair equal or one of them 1", {}}});
+            }
+            if (!dim_names_[o][d].empty() && n == shape[off + d]) names[off + d] = dim_names_[o][d];
+        }
+    }
+    // Meshes.
+    int32_t mesh = -1;
+    for (ValueId o : operands) {
+        int32_t m = type(o).mesh;
+        if (m < 0) continue;
+        if (mesh >= 0 && m != mesh) {
+            fail(DiagCode::E0405, span,
+                 fmt::format("mesh mismatch: operands on `{}` and `{}`", in_.module_.meshes[mesh].name,
+                             in_.module_.meshes[m].name));
+        }
+        mesh = m;
+    }
+    // Layouts. Flexible operands adopt the layout of the fixed ones.
+    bool all_flexible = true;
+    ValueId leader = ir::kNoValue;
+    for (ValueId o : operands) {
+        if (flexible_[o]) continue;
+        // An unplaced scalar (a literal, a size) is replicated everywhere: it goes with
+        // any layout, so it leaves flexible operands flexible.
+        if (type(o).rank() == 0 && type(o).mesh < 0) continue;
+        all_flexible = false;
+        if (leader == ir::kNoValue || type(o).rank() > type(leader).rank() ||
+            (type(o).rank() == type(leader).rank() && !type(o).layout.is_replicated() && type(leader).layout.is_replicated())) {
+            leader = o;
+        }
+    }
+    for (ValueId& o : operands) o = place(o, mesh, span);
+    Layout result = Layout::replicated(rank);
+    if (!all_flexible && leader != ir::kNoValue && mesh >= 0) {
+        // Pending sums: linear ops keep them (operands made partial for free); `*` and
+        // `/` by a value that is not partial keep them; everything else reduces first.
+        AxisSet partial = 0;
+        for (ValueId o : operands) partial |= type(o).layout.partial;
+        if (partial) {
+            bool keep = false;
+            if (is_linear(ew)) {
+                keep = true;
+            } else if (ew == ir::Ew::Mul || ew == ir::Ew::Div) {
+                int partial_count = 0;
+                for (ValueId o : operands) partial_count += type(o).layout.partial ? 1 : 0;
+                keep = partial_count == 1 && (ew == ir::Ew::Mul || type(operands[0]).layout.partial);
+            }
+            if (!keep) {
+                for (ValueId& o : operands) {
+                    o = reduce_partial(o, type(o).layout.partial, span,
+                                       fmt::format("`{}` needs the summed value", ir::ew_name(ew)));
+                }
+                partial = 0;
+            }
+        }
+        // The leader's splits, aligned to the result; others are sliced (free) or coerced.
+        const TensorType& lt = type(leader);
+        size_t loff = rank - lt.rank();
+        for (size_t d = 0; d < lt.rank(); ++d) {
+            if (lt.shape[d] == shape[loff + d]) result.dims[loff + d] = lt.layout.dims[d];
+        }
+        result.partial = partial;
+        for (ValueId& o : operands) {
+            const TensorType& ot = type(o);
+            size_t off = rank - ot.rank();
+            Layout want = Layout::replicated(ot.rank());
+            for (size_t d = 0; d < ot.rank(); ++d) {
+                if (ot.shape[d] == shape[off + d]) want.dims[d] = result.dims[off + d];
+            }
+            want.partial = ot.layout.partial ? partial : (is_linear(ew) ? partial : 0);
+            if (flexible_[o]) {
+                want.partial = 0;
+                fix_layout(o, mesh, want);
+                if (is_linear(ew) && partial) o = plan_coercion(o, mesh, Layout{want.dims, partial}, span, "a sum with a pending sum", true);
+                continue;
+            }
+            if (ot.rank() == 0 && ot.mesh < 0) continue;  // unplaced scalar: replicated everywhere
+            o = place(o, mesh, span);
+            if (is_linear(ew) && ot.layout.partial != partial) want.partial = partial;
+            o = plan_coercion(o, mesh, want, span,
+                              fmt::format("operands of `{}` must agree on their layout", ir::ew_name(ew)), true);
+        }
+    } else if (!all_flexible && mesh >= 0) {
+        // Only unplaced literal scalars among fixed operands.
+    }
+    ir::Op op{ir::OpKind::Elementwise};
+    op.ew = ew;
+    op.operands = operands;
+    op.span = span;
+    TensorType t;
+    t.dtype = is_comparison(ew) ? DType::Bool : *dtype;
+    t.shape = shape;
+    t.mesh = mesh;
+    t.layout = result;
+    ValueId v = emit(std::move(op), std::move(t), std::move(names));
+    flexible_[v] = all_flexible && std::any_of(operands.begin(), operands.end(), [&](ValueId o) { return flexible_[o]; });
+    bool all_weak = std::all_of(operands.begin(), operands.end(), [&](ValueId o) { return weak_[o]; });
+    weak_[v] = all_weak;
+    return v;
+}
+
+// ---------------------------------------------------------------- contractions
+
+ValueId FunctionBuilder::matmul(ValueId a, ValueId b, Span span) {
+    size_t ra = type(a).rank(), rb = type(b).rank();
+    std::string batch = "abcdefgh";
+    std::string spec;
+    if (ra == 1 && rb == 1) spec = "k,k->";
+    else if (ra == 1 && rb == 2) spec = "k,kn->n";
+    else if (ra == 2 && rb == 1) spec = "mk,k->m";
+    else if (ra >= 2 && rb == 2 && ra - 2 <= batch.size()) {
+        std::string bs = batch.substr(0, ra - 2);
+        spec = bs + "mk,kn->" + bs + "mn";
+    } else if (ra == rb && ra > 2 && ra - 2 <= batch.size()) {
+        std::string bs = batch.substr(0, ra - 2);
+        spec = bs + "mk," + bs + "kn->" + bs + "mn";
+    } else {
+        fail(DiagCode::E0307, span,
+             fmt::format("`@` of shapes {} and {} is not supported", shape_string(type(a).shape), shape_string(type(b).shape)),
+             {{"`@` takes matrices, a batch of matrices and a matrix, or two batches of equal rank; "
+               "use `einsum` for other contractions", {}}});
+    }
+    return contract(spec, a, b, span);
+}
+
+ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span span) {
+    auto arrow = spec.find("->");
+    auto comma = spec.find(',');
+    if (arrow == std::string::npos || comma == std::string::npos || comma > arrow) {
+        fail(DiagCode::E0309, span, fmt::format("einsum spec \"{}\" must look like \"ij,jk->ik\"", spec));
+    }
+    std::string ia = spec.substr(0, comma), ib = spec.substr(comma + 1, arrow - comma - 1), io = spec.substr(arrow + 2);
+    for (const std::string* s : {&ia, &ib, &io}) {
+        for (char c : *s) {
+            if (c < 'a' || c > 'z') fail(DiagCode::E0309, span, fmt::format("einsum spec \"{}\": indices are lowercase letters", spec));
+        }
+    }
+    if (ia.size() != type(a).rank() || ib.size() != type(b).rank()) {
+        fail(DiagCode::E0307, span,
+             fmt::format("einsum \"{}\" needs operands of rank {} and {}; found {} and {}", spec, ia.size(), ib.size(),
+                         shape_string(type(a).shape), shape_string(type(b).shape)));
+    }
+    if (!weak_[a] && !weak_[b] && type(a).dtype != type(b).dtype) {
+        fail(DiagCode::E0308, span, fmt::format("element type mismatch: {} and {}", dtype_name(type(a).dtype), dtype_name(type(b).dtype)));
+    }
+    std::map<char, int64_t> size;
+    std::map<char, std::string> dname;
+    auto note_sizes = [&](const std::string& idx, ValueId v) {
+        for (size_t d = 0; d < idx.size(); ++d) {
+            int64_t n = type(v).shape[d];
+            auto [it, inserted] = size.emplace(idx[d], n);
+            if (!inserted && it->second != n) {
+                fail(DiagCode::E0307, span,
+                     fmt::format("shape mismatch in contraction: index `{}` is {} in one operand and {} in the other "
+                                 "({} and {})", idx[d], it->second, n, shape_string(type(a).shape), shape_string(type(b).shape)));
+            }
+            if (!dim_names_[v][d].empty()) dname[idx[d]] = dim_names_[v][d];
+        }
+    };
+    note_sizes(ia, a);
+    note_sizes(ib, b);
+    for (char c : io) {
+        if (!size.count(c)) fail(DiagCode::E0309, span, fmt::format("einsum output index `{}` is not an input index", c));
+    }
+    int32_t mesh = type(a).mesh >= 0 ? type(a).mesh : type(b).mesh;
+    if (type(a).mesh >= 0 && type(b).mesh >= 0 && type(a).mesh != type(b).mesh) place(b, type(a).mesh, span);
+    // Flexible operands: replicated (a later free slice gives consumers their pieces).
+    for (ValueId o : {a, b}) {
+        if (flexible_[o]) fix_layout(o, mesh, Layout::replicated(type(o).rank()));
+    }
+    a = place(a, mesh, span);
+    b = place(b, mesh, span);
+    if (mesh >= 0) {
+        // Both partial: reduce the second first (the product is linear in each operand).
+        if (type(a).layout.partial && type(b).layout.partial) {
+            b = reduce_partial(b, type(b).layout.partial, span, "a contraction of two pending sums");
+        }
+        const Mesh& m = in_.module_.meshes[mesh];
+        auto axes_of = [&](ValueId v, const std::string& idx, char c) -> std::vector<uint8_t> {
+            auto p = idx.find(c);
+            return p == std::string::npos ? std::vector<uint8_t>{} : type(v).layout.dims[p];
+        };
+        // Agree on each index's split: a replicated side is sliced for free; two different
+        // splits: the second operand follows the first.
+        Layout want_b = type(b).layout;
+        Layout want_a = type(a).layout;
+        for (auto [c, n] : size) {
+            auto sa = axes_of(a, ia, c), sb = axes_of(b, ib, c);
+            bool in_a = ia.find(c) != std::string::npos, in_b = ib.find(c) != std::string::npos;
+            if (!in_a || !in_b || sa == sb) continue;
+            bool contracted = io.find(c) == std::string::npos;
+            if (sb.empty()) {
+                want_b.dims[ib.find(c)] = sa;
+            } else if (sa.empty()) {
+                want_a.dims[ia.find(c)] = sb;
+            } else {
+                want_b.dims[ib.find(c)] = sa;
+            }
+            (void)contracted;
+        }
+        // An axis may split only one index of the result (and not be pending as well).
+        AxisSet used = 0;
+        for (auto [c, n] : size) {
+            auto p = ia.find(c);
+            const auto& axes = p != std::string::npos ? want_a.dims[p] : want_b.dims[ib.find(c)];
+            for (uint8_t x : axes) {
+                AxisSet bit = sema::axis_bit(x);
+                if (used & bit) {
+                    // Conflict: gather this index in both operands.
+                    if (p != std::string::npos) want_a.dims[p].clear();
+                    if (ib.find(c) != std::string::npos) want_b.dims[ib.find(c)].clear();
+                    break;
+                }
+                used |= bit;
+            }
+        }
+        want_a.partial = type(a).layout.partial;
+        want_b.partial = type(b).layout.partial;
+        if ((want_a.partial | want_b.partial) & used) {
+            a = reduce_partial(a, type(a).layout.partial & used, span, "a pending sum over an axis that splits the contraction");
+            b = reduce_partial(b, type(b).layout.partial & used, span, "a pending sum over an axis that splits the contraction");
+            want_a.partial = type(a).layout.partial;
+            want_b.partial = type(b).layout.partial;
+        }
+        // Contracted indices split over axes where one side had to be sliced: cost of the
+        // pending sum (an all_reduce of the result, 2(n-1)/n) against gathering now.
+        a = plan_coercion(a, mesh, want_a, span, "operands of a contraction must agree on their splits", true);
+        b = plan_coercion(b, mesh, want_b, span, "operands of a contraction must agree on their splits", true);
+        (void)m;
+    }
+    TensorType t;
+    t.dtype = weak_[a] ? type(b).dtype : type(a).dtype;
+    t.mesh = mesh;
+    t.layout = Layout::replicated(io.size());
+    std::vector<std::string> names;
+    for (size_t d = 0; d < io.size(); ++d) {
+        char c = io[d];
+        t.shape.push_back(size[c]);
+        names.push_back(dname.count(c) ? dname[c] : "");
+        if (mesh >= 0) {
+            auto p = ia.find(c);
+            t.layout.dims[d] = p != std::string::npos ? type(a).layout.dims[p] : type(b).layout.dims[ib.find(c)];
+        }
+    }
+    if (mesh >= 0) {
+        t.layout.partial = type(a).layout.partial | type(b).layout.partial;
+        for (auto [c, n] : size) {
+            if (io.find(c) != std::string::npos) continue;
+            auto p = ia.find(c);
+            const auto& axes = p != std::string::npos ? type(a).layout.dims[p] : type(b).layout.dims[ib.find(c)];
+            for (uint8_t x : axes) t.layout.partial |= sema::axis_bit(x);
+        }
+    }
+    ir::Op op{ir::OpKind::Contract};
+    op.text = spec;
+    op.operands = {a, b};
+    op.span = span;
+    return emit(std::move(op), std::move(t), std::move(names));
+}
+
+// ---------------------------------------------------------------- reductions
+
+ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int64_t> dims, bool keep, Span span) {
+    const TensorType& t = type(x);
+    if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+    std::sort(dims.begin(), dims.end());
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+    if (kind == ir::ReduceKind::Max && type(x).layout.partial) {
+        x = reduce_partial(x, type(x).layout.partial, span, "`max_over` needs the summed value");
+    }
+    const TensorType& xt = type(x);
+    TensorType r;
+    r.dtype = xt.dtype;
+    r.mesh = xt.mesh;
+    r.layout.partial = xt.layout.partial;
+    std::vector<std::string> names;
+    AxisSet reduced_axes = 0;
+    for (size_t d = 0; d < xt.rank(); ++d) {
+        bool reduced = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
+        if (reduced) {
+            for (uint8_t a : xt.layout.dims[d]) reduced_axes |= sema::axis_bit(a);
+            if (!keep) continue;
+            r.shape.push_back(1);
+            r.layout.dims.emplace_back();
+            names.emplace_back();
+            continue;
+        }
+        r.shape.push_back(xt.shape[d]);
+        r.layout.dims.push_back(xt.layout.dims[d]);
+        names.push_back(dim_names_[x][d]);
+    }
+    if (kind != ir::ReduceKind::Max) r.layout.partial |= reduced_axes;
+    ir::Op op{ir::OpKind::Reduce};
+    op.reduce = kind;
+    op.ints = dims;
+    op.dim2 = keep ? 1 : 0;
+    op.operands = {x};
+    op.span = span;
+    ValueId v = emit(std::move(op), r, names);
+    if (kind == ir::ReduceKind::Max && reduced_axes) {
+        // A max over a split dim is completed at once: all_reduce(max), never partial.
+        ir::Op probe{};
+        (void)probe;
+        Layout l = type(v).layout;
+        v = collective(ir::OpKind::AllReduce, v, reduced_axes, -1, -1, l, span,
+                       "a max over a split dim is completed at once", true);
+        f_.ops.back().reduce = ir::ReduceKind::Max;
+    }
+    return v;
+}
+
+// ---------------------------------------------------------------- calls
+
+int64_t FunctionBuilder::int_arg(const Expr& e) {
+    switch (e.kind) {
+    case ExprKind::IntLit: return e.int_value;
+    case ExprKind::Unary:
+        if (e.unary_op == UnaryOp::Neg) return -int_arg(*e.lhs);
+        break;
+    case ExprKind::Name:
+        if (auto it = binding_.sizes.find(e.name.name); it != binding_.sizes.end()) return it->second;
+        break;
+    case ExprKind::Field:
+        if (e.lhs->kind == ExprKind::Name) {
+            Dim d{DimKind::Axis, e.span};
+            d.name = e.lhs->name;
+            d.axis = e.name;
+            return eval_dim(d);
+        }
+        break;
+    case ExprKind::Binary: {
+        int64_t a = int_arg(*e.lhs), b = int_arg(*e.rhs);
+        switch (e.binary_op) {
+        case BinaryOp::Add: return a + b;
+        case BinaryOp::Sub: return a - b;
+        case BinaryOp::Mul: return a * b;
+        case BinaryOp::Div:
+            if (b != 0 && a % b == 0) return a / b;
+            break;
+        default: break;
+        }
+        break;
+    }
+    default: break;
+    }
+    fail(DiagCode::E0309, e.span, "expected a size known at compile time (an integer, a size variable or `M.axis`)");
+}
+
+std::vector<int64_t> FunctionBuilder::shape_arg(const Expr& e) {
+    if (e.kind != ExprKind::List) fail(DiagCode::E0309, e.span, "expected a shape, a list of sizes like `[8, D]`");
+    std::vector<int64_t> shape;
+    for (const Expr* x : e.elements) {
+        int64_t n = int_arg(*x);
+        if (n < 1) fail(DiagCode::E0307, x->span, fmt::format("a dim of size {}; sizes are at least 1", n));
+        shape.push_back(n);
+    }
+    return shape;
+}
+
+DType FunctionBuilder::dtype_arg(const Expr& e) {
+    if (e.kind != ExprKind::DTypeName) fail(DiagCode::E0309, e.span, "expected an element type such as `f32`");
+    return e.dtype;
+}
+
+int64_t FunctionBuilder::axis_arg(const Expr& e, ValueId operand) {
+    const TensorType& t = type(operand);
+    auto rank = static_cast<int64_t>(t.rank());
+    if (e.kind == ExprKind::Name) {
+        std::vector<int64_t> hits;
+        for (size_t d = 0; d < t.rank(); ++d) {
+            if (dim_names_[operand][d] == e.name.name) hits.push_back(static_cast<int64_t>(d));
+        }
+        if (hits.size() == 1) return hits[0];
+        auto it = binding_.sizes.find(e.name.name);
+        if (hits.empty() && it != binding_.sizes.end()) {
+            for (size_t d = 0; d < t.rank(); ++d) {
+                if (t.shape[d] == it->second) hits.push_back(static_cast<int64_t>(d));
+            }
+            if (hits.size() == 1) return hits[0];
+        }
+        fail(DiagCode::E0309, e.span,
+             fmt::format("`{}` names {} dims of the operand {}", e.name.name, hits.size(), type_str(t)),
+             {{"name a dim by its size variable when it occurs once, else by position (`axis: 1`)", {}}});
+    }
+    int64_t k = int_arg(e);
+    if (k < -rank || k >= rank) {
+        fail(DiagCode::E0309, e.span, fmt::format("axis {} is out of range for an operand of rank {}", k, rank));
+    }
+    return k < 0 ? k + rank : k;
+}
+
+AxisSet FunctionBuilder::over_arg(const Expr& e, ValueId operand) {
+    const Mesh* mesh = mesh_of(type(operand));
+    if (!mesh) fail(DiagCode::E0407, e.span, "a collective needs an operand on a mesh");
+    AxisSet axes = 0;
+    auto one = [&](const Expr& x) {
+        if (x.kind != ExprKind::Name) fail(DiagCode::E0309, x.span, "expected a mesh axis");
+        auto index = mesh->axis_index(x.name.name);
+        if (!index) fail(DiagCode::E0401, x.span, fmt::format("mesh `{}` has no axis `{}`", mesh->name, x.name.name));
+        axes |= sema::axis_bit(*index);
+    };
+    if (e.kind == ExprKind::Tuple) {
+        for (const Expr* x : e.elements) one(*x);
+    } else {
+        one(e);
+    }
+    return axes;
+}
+
+ValueId FunctionBuilder::lower_call(const Expr& e) {
+    const Expr& callee = *e.lhs;
+    if (callee.kind == ExprKind::Name) {
+        Val v = lookup(callee.name);
+        if (v.kind == Val::BuiltinFn) return lower_builtin(v.builtin, e);
+        if (v.kind == Val::Function) return call_user(*v.fn, in_.item_module_.at(v.fn), e);
+    }
+    if (callee.kind == ExprKind::Field && callee.lhs->kind == ExprKind::Name) {
+        Val m = lookup(callee.lhs->name);
+        if (m.kind == Val::Module) {
+            for (const Item* item : in_.program_.modules[m.module]->items) {
+                if (item->kind == ItemKind::Fn && item->name.name == callee.name.name) {
+                    return call_user(*item, m.module, e);
+                }
+            }
+        }
+    }
+    fail(DiagCode::E0311, e.span, "this kind of call is not supported by the type checker yet");
+}
+
+ValueId FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& call) {
+    if (call.args.size() != fn.params.size()) {
+        fail(DiagCode::E0309, call.span,
+             fmt::format("`{}` takes {} argument{}, found {}", fn.name.name, fn.params.size(),
+                         fn.params.size() == 1 ? "" : "s", call.args.size()),
+             {{"declared here", fn.name.span}});
+    }
+    std::vector<ValueId> args;
+    for (const Arg& a : call.args) args.push_back(lower_expr(*a.value));
+    // Bind the callee's size variables and meshes from the arguments.
+    Binding b;
+    for (const GenericParam& g : fn.generics) {
+        if (g.kind && g.kind->name == "Mesh") {
+            for (size_t i = 0; i < fn.params.size(); ++i) {
+                const Type& pt = *fn.params[i].type;
+                if (pt.kind == TypeKind::Tensor && pt.mesh && pt.mesh->name == g.name.name && type(args[i]).mesh >= 0) {
+                    b.meshes[g.name.name] = type(args[i]).mesh;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < fn.params.size(); ++i) {
+        const Type& pt = *fn.params[i].type;
+        if (pt.kind != TypeKind::Tensor) continue;
+        const TensorType& at = type(args[i]);
+        if (at.rank() != pt.shape.size()) {
+            fail(DiagCode::E0307, call.args[i].span,
+                 fmt::format("argument {} of `{}` has rank {}, the parameter rank {}", i + 1, fn.name.name, at.rank(), pt.shape.size()),
+                 {{fmt::format("the argument is {}", type_str(at)), {}}, {"parameter declared here", fn.params[i].span}});
+        }
+        for (size_t d = 0; d < pt.shape.size(); ++d) {
+            const Dim& dim = *pt.shape[d];
+            if (dim.kind == DimKind::Var && !b.sizes.count(dim.name.name)) b.sizes[dim.name.name] = at.shape[d];
+        }
+    }
+    int32_t index = in_.instantiate(fn, module_index, b, call.span);
+    if (index < 0) throw Abandon{};  // the callee's errors were reported
+    const ir::Function& callee = in_.module_.functions[static_cast<size_t>(index)];
+    for (size_t i = 0; i < args.size(); ++i) {
+        args[i] = coerce(args[i], callee.types[callee.params[i]], call.args[i].span,
+                         fmt::format("parameter `{}` of `{}`", fn.params[i].name.name, fn.name.name));
+    }
+    ir::Op op{ir::OpKind::Call};
+    op.callee = index;
+    op.operands = args;
+    op.span = call.span;
+    if (callee.results.empty()) {
+        f_.ops.push_back(std::move(op));
+        return ir::kNoValue;
+    }
+    TensorType rt = callee.types[callee.results[0]];
+    return emit(std::move(op), rt);
+}
+
+ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
+    std::vector<const Expr*> pos;
+    std::map<std::string_view, const Expr*> named;
+    for (const Arg& a : call.args) {
+        if (a.label) named[a.label->name] = a.value;
+        else pos.push_back(a.value);
+    }
+    auto want = [&](size_t lo, size_t hi) {
+        if (pos.size() < lo || pos.size() > hi) {
+            fail(DiagCode::E0309, call.span,
+                 fmt::format("`{}` takes {} positional argument{}, found {}", builtin_info(b).name,
+                             lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi), hi == 1 ? "" : "s", pos.size()));
+        }
+    };
+    auto named_arg = [&](std::string_view label) -> const Expr* {
+        auto it = named.find(label);
+        return it == named.end() ? nullptr : it->second;
+    };
+    for (const auto& [label, value] : named) {
+        static const std::set<std::string_view> kLabels = {"axis", "over", "dim", "from", "to", "start", "size", "dtype"};
+        if (!kLabels.count(label)) fail(DiagCode::E0309, value->span, fmt::format("`{}` has no argument `{}`", builtin_info(b).name, label));
+    }
+    auto create = [&](ir::CreateKind kind, std::vector<int64_t> shape, DType dtype, int64_t seed, double number) {
+        ir::Op op{ir::OpKind::Create};
+        op.create = kind;
+        op.seed = seed;
+        op.number = number;
+        op.span = call.span;
+        TensorType t;
+        t.dtype = dtype;
+        t.shape = std::move(shape);
+        t.layout = Layout::replicated(t.rank());
+        ValueId v = emit(std::move(op), std::move(t));
+        flexible_[v] = true;
+        return v;
+    };
+    switch (b) {
+    case Builtin::zeros:
+    case Builtin::ones: {
+        want(1, 2);
+        DType dt = pos.size() == 2 ? dtype_arg(*pos[1]) : (named_arg("dtype") ? dtype_arg(*named_arg("dtype")) : DType::F32);
+        return create(b == Builtin::zeros ? ir::CreateKind::Zeros : ir::CreateKind::Ones, shape_arg(*pos[0]), dt, 0, 0);
+    }
+    case Builtin::full: {
+        want(2, 2);
+        int64_t dummy = 0;
+        (void)dummy;
+        double value = 0;
+        const Expr& v = *pos[1];
+        if (v.kind == ExprKind::FloatLit) value = v.float_value;
+        else value = static_cast<double>(int_arg(v));
+        return create(ir::CreateKind::Full, shape_arg(*pos[0]), DType::F32, 0, value);
+    }
+    case Builtin::iota: {
+        want(1, 2);
+        auto shape = shape_arg(*pos[0]);
+        DType dt = pos.size() == 2 ? dtype_arg(*pos[1]) : DType::I64;
+        ValueId v = create(ir::CreateKind::Iota, shape, dt, 0, 0);
+        const Expr* axis = named_arg("axis");
+        int64_t k = axis ? axis_arg(*axis, v) : 0;
+        f_.ops.back().dim = static_cast<int32_t>(k);
+        return v;
+    }
+    case Builtin::random_normal:
+    case Builtin::random_uniform: {
+        want(2, 2);
+        return create(b == Builtin::random_normal ? ir::CreateKind::RandomNormal : ir::CreateKind::RandomUniform,
+                      shape_arg(*pos[1]), DType::F32, int_arg(*pos[0]), 0);
+    }
+    case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
+    case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
+        want(1, 1);
+        static const std::map<Builtin, ir::Ew> kUnary = {
+            {Builtin::exp, ir::Ew::Exp}, {Builtin::log, ir::Ew::Log}, {Builtin::sqrt, ir::Ew::Sqrt},
+            {Builtin::rsqrt, ir::Ew::Rsqrt}, {Builtin::tanh, ir::Ew::Tanh}, {Builtin::sigmoid, ir::Ew::Sigmoid},
+            {Builtin::relu, ir::Ew::Relu}, {Builtin::gelu, ir::Ew::Gelu}, {Builtin::abs, ir::Ew::Abs}};
+        ValueId x = lower_expr(*pos[0]);
+        if (b != Builtin::abs && b != Builtin::relu && !is_float(type(x).dtype) && !weak_[x]) {
+            fail(DiagCode::E0308, pos[0]->span, fmt::format("`{}` takes a float tensor, found {}", builtin_info(b).name, dtype_name(type(x).dtype)));
+        }
+        return elementwise(kUnary.at(b), {x}, call.span);
+    }
+    case Builtin::max:
+    case Builtin::min:
+        want(2, 2);
+        return elementwise(b == Builtin::max ? ir::Ew::Max : ir::Ew::Min, {lower_expr(*pos[0]), lower_expr(*pos[1])}, call.span);
+    case Builtin::select:
+        want(3, 3);
+        return elementwise(ir::Ew::Select, {lower_expr(*pos[0]), lower_expr(*pos[1]), lower_expr(*pos[2])}, call.span);
+    case Builtin::cast: {
+        want(2, 2);
+        ValueId x = lower_expr(*pos[0]);
+        DType to = dtype_arg(*pos[1]);
+        if (weak_[x]) {
+            f_.types[x].dtype = to;
+            weak_[x] = false;
+            return x;
+        }
+        ValueId v = elementwise(ir::Ew::Cast, {x}, call.span);
+        f_.types[v].dtype = to;
+        return v;
+    }
+    case Builtin::sum:
+    case Builtin::mean:
+    case Builtin::max_over: {
+        want(1, 1);
+        ValueId x = lower_expr(*pos[0]);
+        std::vector<int64_t> dims;
+        if (const Expr* axis = named_arg("axis")) {
+            dims.push_back(axis_arg(*axis, x));
+        } else {
+            for (size_t d = 0; d < type(x).rank(); ++d) dims.push_back(static_cast<int64_t>(d));
+        }
+        ir::ReduceKind kind = b == Builtin::sum ? ir::ReduceKind::Sum : b == Builtin::mean ? ir::ReduceKind::Mean : ir::ReduceKind::Max;
+        return reduce(kind, x, dims, false, call.span);
+    }
+    case Builtin::softmax:
+    case Builtin::log_softmax: {
+        want(1, 1);
+        ValueId x = lower_expr(*pos[0]);
+        const Expr* axis = named_arg("axis");
+        int64_t d = axis ? axis_arg(*axis, x) : static_cast<int64_t>(type(x).rank()) - 1;
+        ValueId m = reduce(ir::ReduceKind::Max, x, {d}, true, call.span);
+        ValueId shifted = elementwise(ir::Ew::Sub, {x, m}, call.span);
+        ValueId e = elementwise(ir::Ew::Exp, {shifted}, call.span);
+        ValueId s = reduce(ir::ReduceKind::Sum, e, {d}, true, call.span);
+        if (b == Builtin::softmax) return elementwise(ir::Ew::Div, {e, s}, call.span);
+        ValueId ls = elementwise(ir::Ew::Log, {s}, call.span);
+        return elementwise(ir::Ew::Sub, {shifted, ls}, call.span);
+    }
+    case Builtin::einsum: {
+        want(3, 3);
+        if (pos[0]->kind != ExprKind::StringLit) fail(DiagCode::E0309, pos[0]->span, "the first argument of `einsum` is its spec, a string like \"ij,jk->ik\"");
+        ValueId a = lower_expr(*pos[1]);
+        ValueId c = lower_expr(*pos[2]);
+        return contract(pos[0]->string_value, a, c, call.span);
+    }
+    case Builtin::print:
+    case Builtin::save: {
+        std::string text;
+        std::vector<ValueId> operands;
+        size_t first = 0;
+        if (b == Builtin::save) {
+            want(2, 2);
+            if (pos[0]->kind != ExprKind::StringLit) fail(DiagCode::E0309, pos[0]->span, "`save` takes a file name (a string) first");
+            text = pos[0]->string_value;
+            first = 1;
+        }
+        for (size_t i = first; i < pos.size(); ++i) {
+            if (pos[i]->kind == ExprKind::StringLit) {
+                text += (text.empty() ? "" : " ") + pos[i]->string_value;
+                continue;
+            }
+            ValueId v = lower_expr(*pos[i]);
+            if (flexible_[v]) fix_layout(v, type(v).mesh, Layout::replicated(type(v).rank()));
+            v = reduce_partial(v, type(v).layout.partial, pos[i]->span,
+                               fmt::format("`{}` needs the global value", builtin_info(b).name));
+            operands.push_back(v);
+            if (b == Builtin::print) text += (text.empty() ? "" : " ") + std::string("{}");
+        }
+        ir::Op op{b == Builtin::print ? ir::OpKind::Print : ir::OpKind::Save};
+        op.text = text;
+        op.operands = operands;
+        op.span = call.span;
+        f_.ops.push_back(std::move(op));
+        return ir::kNoValue;
+    }
+    case Builtin::transpose: {
+        want(2, 2);
+        ValueId x = lower_expr(*pos[0]);
+        if (pos[1]->kind != ExprKind::List) fail(DiagCode::E0309, pos[1]->span, "`transpose` takes a permutation like `[1, 0]`");
+        const TensorType& t = type(x);
+        std::vector<int64_t> perm;
+        std::vector<bool> seen(t.rank());
+        for (const Expr* p : pos[1]->elements) {
+            int64_t k = int_arg(*p);
+            if (k < 0 || k >= static_cast<int64_t>(t.rank()) || seen[static_cast<size_t>(k)]) {
+                fail(DiagCode::E0309, pos[1]->span, fmt::format("not a permutation of the {} dims of {}", t.rank(), type_str(t)));
+            }
+            seen[static_cast<size_t>(k)] = true;
+            perm.push_back(k);
+        }
+        if (perm.size() != t.rank()) fail(DiagCode::E0309, pos[1]->span, fmt::format("not a permutation of the {} dims of {}", t.rank(), type_str(t)));
+        if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+        const TensorType& xt = type(x);
+        TensorType r = xt;
+        std::vector<std::string> names;
+        for (size_t d = 0; d < perm.size(); ++d) {
+            auto k = static_cast<size_t>(perm[d]);
+            r.shape[d] = xt.shape[k];
+            r.layout.dims[d] = xt.layout.dims[k];
+            names.push_back(dim_names_[x][k]);
+        }
+        ir::Op op{ir::OpKind::Elementwise};
+        op.kind = ir::OpKind::Contract;
+        std::string in, out;
+        for (size_t d = 0; d < perm.size(); ++d) in.push_back(static_cast<char>('a' + d));
+        for (int64_t k : perm) out.push_back(static_cast<char>('a' + k));
+        op.text = in + "->" + out;
+        op.operands = {x};
+        op.span = call.span;
+        return emit(std::move(op), std::move(r), std::move(names));
+    }
+    case Builtin::all_reduce:
+    case Builtin::all_gather:
+    case Builtin::reduce_scatter:
+    case Builtin::all_to_all:
+    case Builtin::reshard: {
+        if (b == Builtin::reshard) {
+            want(2, 2);
+            ValueId x = lower_expr(*pos[0]);
+            const Mesh* mesh = mesh_of(type(x));
+            if (pos[1]->kind != ExprKind::LayoutLit) fail(DiagCode::E0309, pos[1]->span, "`reshard` takes a layout like `{B: data}`");
+            if (!mesh) {
+                if (!pos[1]->layout->entries.empty()) fail(DiagCode::E0407, call.span, "`reshard` of a value that is on no mesh");
+                return x;
+            }
+            Layout target = Layout::replicated(type(x).rank());
+            for (const LayoutEntry& en : pos[1]->layout->entries) {
+                int64_t d = 0;
+                if (en.key_name) {
+                    Expr key{ExprKind::Name, en.key_span};
+                    key.name = *en.key_name;
+                    d = axis_arg(key, x);
+                } else {
+                    d = en.key_pos;
+                    if (d >= static_cast<int64_t>(type(x).rank())) fail(DiagCode::E0403, en.key_span, "layout key out of range");
+                }
+                for (const Ident& a : en.axes) {
+                    auto idx = mesh->axis_index(a.name);
+                    if (!idx) fail(DiagCode::E0401, a.span, fmt::format("mesh `{}` has no axis `{}`", mesh->name, a.name));
+                    target.dims[static_cast<size_t>(d)].push_back(static_cast<uint8_t>(*idx));
+                }
+                if (type(x).shape[static_cast<size_t>(d)] % target.split_factor(*mesh, static_cast<size_t>(d)) != 0) {
+                    fail(DiagCode::E0501, en.span, fmt::format("dim {} has size {}, which the split into {} pieces does not divide",
+                                                               d, type(x).shape[static_cast<size_t>(d)], target.split_factor(*mesh, static_cast<size_t>(d))));
+                }
+            }
+            TensorType tt = type(x);
+            tt.layout = target;
+            return coerce(x, tt, call.span, "`reshard`", false);
+        }
+        want(1, 1);
+        ValueId x = lower_expr(*pos[0]);
+        const Expr* over = named_arg("over");
+        if (!over) fail(DiagCode::E0309, call.span, fmt::format("`{}` needs `over:` the mesh axes", builtin_info(b).name));
+        if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
+        AxisSet axes = over_arg(*over, x);
+        const TensorType& t = type(x);
+        const Mesh& mesh = *mesh_of(t);
+        Layout l = t.layout;
+        if (b == Builtin::all_reduce) {
+            if ((t.layout.partial & axes) != axes) {
+                fail(DiagCode::E0407, call.span,
+                     fmt::format("`all_reduce` over ({}) of a value that is not partial over it: {}", mesh.axis_names(axes), type_str(t)),
+                     {{"all_reduce completes a pending sum (`partial {axis}`)", {}}});
+            }
+            l.partial &= ~axes;
+            ValueId v = collective(ir::OpKind::AllReduce, x, axes, -1, -1, l, call.span, "written by the user", false);
+            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            return v;
+        }
+        const Expr* dim_e = named_arg(b == Builtin::all_to_all ? "from" : "dim");
+        if (!dim_e) fail(DiagCode::E0309, call.span, fmt::format("`{}` needs `{}:`", builtin_info(b).name, b == Builtin::all_to_all ? "from" : "dim"));
+        auto d = static_cast<size_t>(axis_arg(*dim_e, x));
+        std::vector<uint8_t> group;
+        for (size_t i = 0; i < mesh.axes.size(); ++i) {
+            if (axes & sema::axis_bit(i)) group.push_back(static_cast<uint8_t>(i));
+        }
+        auto ends_with_group = [&](const std::vector<uint8_t>& axes_of_dim) {
+            if (axes_of_dim.size() < group.size()) return false;
+            AxisSet tail = 0;
+            for (size_t i = axes_of_dim.size() - group.size(); i < axes_of_dim.size(); ++i) tail |= sema::axis_bit(axes_of_dim[i]);
+            return tail == axes;
+        };
+        if (b == Builtin::reduce_scatter) {
+            if ((t.layout.partial & axes) != axes) fail(DiagCode::E0407, call.span, fmt::format("`reduce_scatter` over ({}) of a value that is not partial over it: {}", mesh.axis_names(axes), type_str(t)));
+            l.partial &= ~axes;
+            for (uint8_t a : group) l.dims[d].push_back(a);
+            if (t.shape[d] % l.split_factor(mesh, d) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d, t.shape[d], l.split_factor(mesh, d)));
+            ValueId v = collective(ir::OpKind::ReduceScatter, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
+            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            return v;
+        }
+        if (!ends_with_group(t.layout.dims[d])) {
+            fail(DiagCode::E0407, call.span,
+                 fmt::format("`{}` over ({}) needs dim {} split over ({}) as its minor-most axes: {}", builtin_info(b).name,
+                             mesh.axis_names(axes), d, mesh.axis_names(axes), type_str(t)));
+        }
+        l.dims[d].resize(l.dims[d].size() - group.size());
+        if (b == Builtin::all_gather) {
+            return collective(ir::OpKind::AllGather, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
+        }
+        const Expr* to_e = named_arg("to");
+        if (!to_e) fail(DiagCode::E0309, call.span, "`all_to_all` needs `to:`");
+        auto d2 = static_cast<size_t>(axis_arg(*to_e, x));
+        for (uint8_t a : group) l.dims[d2].push_back(a);
+        if (t.shape[d2] % l.split_factor(mesh, d2) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d2, t.shape[d2], l.split_factor(mesh, d2)));
+        return collective(ir::OpKind::AllToAll, x, axes, static_cast<int32_t>(d), static_cast<int32_t>(d2), l, call.span, "written by the user", false);
+    }
+    default: break;
+    }
+    fail(DiagCode::E0311, call.span,
+         fmt::format("the built-in `{}` is not supported by the type checker yet", builtin_info(b).name),
+         {{"`meshc check` accepts it; `explain` and `--emit=gir` need the checker", {}}});
+}
+
+}  // namespace
+
+ir::Module infer_program(const SourceManager& sources, const Program& program,
+                         DiagnosticEngine& diags, const InferOptions& options) {
+    return Inferer(sources, program, diags, options).run();
+}
+
+}  // namespace meshc::sema

@@ -1,0 +1,49 @@
+// The Z3 side of RefinementSolver (refinement.cpp): encodes constraints over dim
+// expressions and checks "facts and not goal" with a hard time limit. One z3::context
+// per backend (one per compilation); the linear solver is reused with push/pop.
+//
+// Time limits: Z3 4.8.12's `timeout` parameter starts a scoped_timer that can deadlock
+// (Z3 issues #5370/#5990; reproduced here on a non-linear query), so it is never set.
+// Instead a watchdog thread owned by the backend calls Z3_interrupt() at the deadline.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "solver/refinement.h"
+
+namespace meshc::solver {
+
+class Z3Backend {
+public:
+    explicit Z3Backend(const SymbolTable& symbols);
+    ~Z3Backend();
+    Z3Backend(const Z3Backend&) = delete;
+    Z3Backend& operator=(const Z3Backend&) = delete;
+
+    struct Result {
+        enum class Status : uint8_t { Unsat, Sat, Unknown };
+        Status status = Status::Unknown;
+        sema::Assignment model;  // Sat: the size variables and axis sizes of the query
+        std::string reason;      // Unknown: Z3's reason, or a Z3 error message
+        bool timed_out = false;  // Unknown because the watchdog fired
+        double ms = 0;
+    };
+
+    /// Checks facts && !goal, with every size variable and axis size >= 1. Unsat means
+    /// the goal follows from the facts. `linear` selects the reused QF_LIA solver
+    /// (every constraint must then be linear); otherwise a fresh QF_NIA solver.
+    Result check(const std::vector<const Constraint*>& facts, const Constraint& goal, bool linear,
+                 unsigned time_limit_ms);
+
+    /// Linear integer arithmetic: every monomial of degree <= 1, atoms (`a / c`, `a % c`)
+    /// only with constant divisors and linear numerators, divisibility only by constants.
+    static bool is_linear(const Constraint& c, const SymbolTable& symbols);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace meshc::solver
