@@ -28,6 +28,7 @@ struct CheckOptions {
     std::vector<std::string> files;
     bool syntax_only = false;
     bool strict_comm = false;
+    bool stop_after_names = false;
     std::string emit;  // "", "ast", "gir"
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
@@ -79,11 +80,8 @@ int run_check(const CheckOptions& options) {
         sema::Program program = sema::load_program(sources, diags, path, load);
         if (program.modules.empty()) continue;
         sema::resolve_program(sources, program, diags);
-        // Type and sharding inference runs where its output is asked for. It does not
-        // cover the whole language yet (E0311 names what it lacks), so plain `check`
-        // stops at names until it does.
-        bool infer = options.emit == "gir" || options.strict_comm || !options.explain_format.empty();
-        if (!infer || diags.has_errors()) continue;
+        // Type and sharding inference (on programs whose names resolve).
+        if (options.stop_after_names || diags.has_errors()) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
         ir::Module gir = sema::infer_program(sources, program, diags, infer_options);
@@ -114,11 +112,13 @@ int main(int argc, char** argv) {
     check.stdlib_dir = default_stdlib_dir();
     std::string error_format = "human";
     CLI::App* check_cmd = app.add_subcommand(
-        "check", "Check Mesh source files: syntax and names (types come with the checker)");
+        "check", "Check Mesh source files: syntax, names, types, shapes and shardings");
     check_cmd->add_option("files", check.files, "Source files (.msh)")->required();
     check_cmd->add_flag("--syntax-only", check.syntax_only, "Stop after parsing");
     check_cmd->add_option("--emit", check.emit, "Print an intermediate form: ast, gir")
         ->check(CLI::IsMember({"ast", "gir"}));
+    check_cmd->add_flag("--names-only", check.stop_after_names,
+                        "Stop after name resolution (no type, shape or sharding inference)");
     check_cmd->add_flag("--strict-comm", check.strict_comm,
                         "Every communicating coercion the checker would insert is an error (E0406)");
     check_cmd->add_option("--error-format", error_format, "Diagnostics as `human` text or `json` lines")

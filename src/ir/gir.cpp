@@ -329,7 +329,28 @@ private:
         case OpKind::MakePartial:
             out += " " + axes_clause(module_, f, op) + operands();
             break;
+        case OpKind::For:
+        case OpKind::If:
+        case OpKind::Place:
+        case OpKind::Embedding:
+            out += operands();
+            break;
+        case OpKind::Reshape:
+        case OpKind::Broadcast:
+            out += fmt::format(" [{}]", fmt::join(op.ints, ", ")) + operands();
+            break;
+        case OpKind::OneHot:
+            out += fmt::format(" {}", op.ints.empty() ? 0 : op.ints[0]) + operands();
+            break;
+        case OpKind::Slice:
+            out += fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", ")) + operands();
+            break;
+        case OpKind::Concat:
+            out += fmt::format(" dim {}", op.dim) + operands();
+            break;
+        case OpKind::Grad:
         case OpKind::Call: {
+            if (op.kind == OpKind::Grad) out += op.dim == 1 ? " value_and_grad" : "";
             const Function* callee = op.callee >= 0 && static_cast<size_t>(op.callee) < module_.functions.size()
                                          ? &module_.functions[static_cast<size_t>(op.callee)]
                                          : nullptr;
@@ -341,8 +362,8 @@ private:
         return out;
     }
 
-    void print_op(const Function& f, const Op& op) {
-        std::string line = "  ";
+    void print_op(const Function& f, const Op& op, int depth = 1) {
+        std::string line(static_cast<size_t>(depth) * 2, ' ');
         if (!op.results.empty()) {
             for (size_t i = 0; i < op.results.size(); ++i) {
                 if (i) line += ", ";
@@ -365,6 +386,13 @@ private:
         if (!loc.empty()) line += "  " + loc;
         if (op.inserted) line += op.reason.empty() ? "  // inserted" : "  // inserted: " + op.reason;
         out_ << line << "\n";
+        std::string indent(static_cast<size_t>(depth) * 2 + 2, ' ');
+        for (const Region& region : op.regions) {
+            out_ << indent << "region(" << uses(region.args) << ") {\n";
+            for (const Op& inner : region.ops) print_op(f, inner, depth + 2);
+            out_ << indent << "  yield " << uses(region.yields) << "\n";
+            out_ << indent << "}\n";
+        }
     }
 
     std::ostream& out_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <string_view>
@@ -58,6 +59,16 @@ std::string_view create_name(CreateKind kind);
 enum class ReduceKind : uint8_t { Sum, Mean, Max };
 std::string_view reduce_name(ReduceKind kind);
 
+struct Op;
+
+/// A nested block of ops (the body of `for`, the branches of `if`): its arguments, its
+/// ops, and the values it yields to the op that owns it.
+struct Region {
+    std::vector<ValueId> args;
+    std::vector<Op> ops;
+    std::vector<ValueId> yields;
+};
+
 struct Op {
     OpKind kind;
     std::vector<ValueId> results;
@@ -79,7 +90,17 @@ struct Op {
     /// written by the user, and why.
     bool inserted = false;
     std::string reason;
+    std::vector<Region> regions;  // For, If
 };
+
+/// Calls `fn(op)` for every op of `ops`, nested ones (in regions) included, in order.
+template <typename F>
+void for_each_op(const std::vector<Op>& ops, F&& fn) {
+    for (const Op& op : ops) {
+        fn(op);
+        for (const Region& r : op.regions) for_each_op(r.ops, fn);
+    }
+}
 
 struct Function {
     std::string name;

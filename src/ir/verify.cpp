@@ -155,6 +155,15 @@ private:
                 bad(fmt::format("operand {} is used before it is defined", value(id)));
             }
         }
+        for (const Region& region : op.regions) {
+            for (ValueId a : region.args) {
+                if (a < f_.types.size()) define(a, where + " region argument");
+            }
+            for (size_t i = 0; i < region.ops.size(); ++i) check_op(i, region.ops[i]);
+            for (ValueId y : region.yields) {
+                if (y >= f_.types.size() || !defined_[y]) bad(fmt::format("yields {}, which is not defined", value(y)));
+            }
+        }
         for (ValueId id : op.results) define(id, where + " result");
         bool results_ok = std::all_of(op.results.begin(), op.results.end(),
                                       [&](ValueId id) { return id < f_.types.size(); });
@@ -186,6 +195,61 @@ private:
         case OpKind::LocalSlice:
         case OpKind::MakePartial: check_collective(op, bad); break;
         case OpKind::Call: check_call(op, bad); break;
+        case OpKind::For:
+        case OpKind::If:
+        case OpKind::Grad: check_structured(op, bad); break;
+        case OpKind::Reshape:
+        case OpKind::Broadcast:
+            if (f_.types[op.results[0]].shape != op.ints) bad("the result shape is not the op's shape");
+            break;
+        case OpKind::Slice:
+        case OpKind::Concat:
+            if (op.dim < 0 || static_cast<size_t>(op.dim) >= f_.types[op.results[0]].rank()) {
+                bad("dim out of range");
+            } else if (!f_.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)].empty()) {
+                bad("the sliced or joined dim must be unsplit");
+            }
+            break;
+        case OpKind::OneHot:
+        case OpKind::Embedding: break;
+        case OpKind::Place: {
+            const TensorType& in = f_.types[op.operands[0]];
+            const TensorType& out = f_.types[op.results[0]];
+            if (in.shape != out.shape || in.dtype != out.dtype) bad("place changes the shape or element type");
+            if ((in.mesh < 0) == (out.mesh < 0)) bad("place moves a value onto a mesh or off it");
+            if (!in.layout.is_replicated() || !out.layout.is_replicated()) bad("place takes and gives replicated values");
+            break;
+        }
+        }
+    }
+
+    // for / if / grad: yields and results agree in number and type.
+    template <typename Bad>
+    void check_structured(const Op& op, Bad& bad) {
+        size_t carried = op.kind == OpKind::For ? op.operands.size() - 2 : op.results.size();
+        if (op.kind == OpKind::For) {
+            if (op.regions.size() != 1 || op.regions[0].args.size() != carried + 1) {
+                bad("a for has one region whose arguments are the index and the carried values");
+                return;
+            }
+            for (size_t i = 0; i < carried; ++i) {
+                if (!(f_.types[op.operands[2 + i]] == f_.types[op.regions[0].args[1 + i]])) {
+                    bad(fmt::format("carried value {} enters as {} but the body takes {}", i,
+                                    type(op.operands[2 + i]), type(op.regions[0].args[1 + i])));
+                }
+            }
+        }
+        if (op.kind == OpKind::If && op.regions.size() != 2) bad("an if has two regions");
+        for (const Region& r : op.regions) {
+            if (r.yields.size() != op.results.size()) {
+                bad(fmt::format("a region yields {} values for {} results", r.yields.size(), op.results.size()));
+                continue;
+            }
+            for (size_t i = 0; i < r.yields.size(); ++i) {
+                if (r.yields[i] < f_.types.size() && !(f_.types[r.yields[i]] == f_.types[op.results[i]])) {
+                    bad(fmt::format("yields {} as result {} of type {}", type(r.yields[i]), i, type(op.results[i])));
+                }
+            }
         }
     }
 
@@ -222,6 +286,16 @@ private:
         case OpKind::Print: return expect(0, SIZE_MAX, 0);
         case OpKind::Save: return expect(1, 1, 0);
         case OpKind::Call: return true;  // checked against the callee
+        case OpKind::For: return expect(2, SIZE_MAX, op.operands.size() - 2);
+        case OpKind::If: return expect(1, 1, op.results.size());
+        case OpKind::Grad: return true;
+        case OpKind::Place:
+        case OpKind::Reshape:
+        case OpKind::Broadcast:
+        case OpKind::Slice:
+        case OpKind::OneHot: return expect(1, 1, 1);
+        case OpKind::Concat: return expect(1, SIZE_MAX, 1);
+        case OpKind::Embedding: return expect(2, 2, 1);
         }
         return true;
     }

@@ -109,13 +109,13 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
         out << "    " << value_label(f, id) << ": " << ir::type_to_string(module, t) << "  " << where << "\n";
     };
     for (ir::ValueId p : f.params) show(p, "(parameter)");
-    for (const ir::Op& op : f.ops) {
+    ir::for_each_op(f.ops, [&](const ir::Op& op) {
         for (ir::ValueId r : op.results) show(r, at(sources, op.span));
-    }
+    });
 
     double total = 0;
     std::vector<std::string> collectives, free;
-    for (const ir::Op& op : f.ops) {
+    ir::for_each_op(f.ops, [&](const ir::Op& op) {
         if (auto info = collective_info(module, f, op)) {
             total += info->cost.seconds;
             const ir::TensorType& t = f.types[op.operands[0]];
@@ -130,7 +130,7 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
             free.push_back(fmt::format("    {}  {}{}: no communication{}", at(sources, op.span),
                                        describe(module, f, op), shape, why(op)));
         }
-    }
+    });
     if (collectives.empty()) {
         out << "  collectives: none\n";
     } else {
@@ -167,9 +167,9 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         fn["instance"] = ordered_json::object();
         for (const auto& [var, size] : f.instance) fn["instance"][var] = size;
         fn["collectives"] = ordered_json::array();
-        for (const ir::Op& op : f.ops) {
+        ir::for_each_op(f.ops, [&](const ir::Op& op) {
             auto info = collective_info(module, f, op);
-            if (!info) continue;
+            if (!info) return;
             const ir::TensorType& t = f.types[op.operands[0]];
             const Mesh& mesh = *mesh_of(module, t);
             ordered_json c;
@@ -191,7 +191,7 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
             c["line"] = lc ? lc->line : 0;
             c["col"] = lc ? lc->col : 0;
             fn["collectives"].push_back(std::move(c));
-        }
+        });
         functions.push_back(std::move(fn));
     }
     ordered_json root;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -61,11 +62,26 @@ struct Binding {
 
 // What a name denotes inside a function body.
 struct Val {
-    enum Kind { Tensor, Function, BuiltinFn, Module } kind = Tensor;
+    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct } kind = Tensor;
     ValueId id = ir::kNoValue;
-    const Item* fn = nullptr;
+    const Item* fn = nullptr;            // Function; Struct: the struct item
     Builtin builtin = Builtin::Count;
     size_t module = 0;
+    std::vector<Val> elems;              // Tuple elements; Struct fields in declaration order
+    std::shared_ptr<Binding> binding;    // Struct: its generic arguments
+
+    static Val tensor(ValueId v) { return Val{Tensor, v}; }
+};
+
+// The type of a parameter, result, field or annotation: a tensor, or an aggregate of them.
+struct AggType {
+    enum Kind { Tensor, Tuple, Struct } kind = Tensor;
+    TensorType tensor;
+    std::vector<std::string> dim_names;  // Tensor: size-variable name of each dim, or ""
+    std::vector<AggType> elems;          // Tuple elements; Struct fields
+    const Item* item = nullptr;          // Struct
+    std::shared_ptr<Binding> binding;    // Struct: its generic arguments
+    const Item* item_module_hint = nullptr;
 };
 
 class Inferer;
@@ -101,19 +117,59 @@ private:
     ValueId collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim, int32_t dim2,
                        Layout result, Span span, const std::string& reason, bool inserted);
     ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
-    ValueId place(ValueId v, int32_t mesh, Span span);
+    ValueId place(ValueId v, int32_t mesh, Span span, bool scalars_too = false);
+
+    // aggregates, statements, control flow
+    struct Binding_ {
+        Val value;
+        bool is_var = false;
+    };
+    AggType agg_type_from_ast(const Type& t);
+    AggType struct_type(const Item& item, Binding inner);
+    const Item* find_struct(const Type& t);
+    void flatten(const Val& v, std::vector<ValueId>& out, Span span);
+    void flatten_type(const AggType& t, std::vector<const AggType*>& out);
+    Val unflatten(const AggType& t, const std::vector<ValueId>& values, size_t& next);
+    std::string agg_string(const AggType& t) const;
+    Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
+    void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
+    Val struct_literal(const Expr& e);
+    void bind_pattern(const Pattern& p, Val v, Span span);
+    void lower_stmt(const Stmt& s);
+    void settle(const Val& v);
+    Binding_* find_binding(std::string_view name);
+    AggType type_of_val(const Val& v);
+    void assign(const Expr& target, Val value, Span span);
+    size_t field_index(const Item& item, const Ident& name);
+    Val lower_if(const Expr& e, bool as_value);
+    void lower_for(const Stmt& s);
+    Val lower_block_value(const Block& b, bool as_value);
+    std::vector<std::string_view> assigned_vars(const Block& b);
+    ir::Region open_region(std::vector<ValueId> args);
+    void close_region(ir::Region& region, std::vector<ir::Op>* saved);
+    Val call_grad(const Expr& grad_call, const Expr& call);
+    ValueId new_value(const TensorType& t);
+    std::optional<Val> lower_returning(const std::vector<const Stmt*>& stmts, size_t i, const Expr* tail,
+                                       const AggType* rt);
+    ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
+    bool is_load_call(const Expr& e);
+    ValueId lower_load(const Expr& call, const AggType& t);
+    int32_t default_mesh() const;
+    ValueId scalar_condition(const Expr& e, DType want, const char* what);
 
     // expressions
     ValueId lower_expr(const Expr& e);
+    Val eval(const Expr& e);
     Val lookup(const Ident& name);
     ValueId constant(double value, DType dtype, bool weak, Span span);
     ValueId elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span);
     ValueId contract(std::string spec, ValueId a, ValueId b, Span span);
     ValueId matmul(ValueId a, ValueId b, Span span);
     ValueId reduce(ir::ReduceKind kind, ValueId x, std::vector<int64_t> dims, bool keep, Span span);
-    ValueId lower_call(const Expr& e);
+    Val lower_call(const Expr& e);
     ValueId lower_builtin(Builtin b, const Expr& call);
-    ValueId call_user(const Item& fn, size_t module_index, const Expr& call);
+    Val call_user(const Item& fn, size_t module_index, const Expr& call,
+                  std::vector<AggType>* param_types_out = nullptr);
     std::vector<int64_t> shape_arg(const Expr& e);
     int64_t int_arg(const Expr& e);
     int64_t axis_arg(const Expr& e, ValueId operand);
@@ -125,10 +181,15 @@ private:
     const Item& item_;
     size_t module_index_;
     Binding binding_;
-    std::vector<std::map<std::string_view, Val>> scopes_;
+    std::vector<std::map<std::string_view, Binding_>> scopes_;
     std::vector<bool> flexible_;
     std::vector<bool> weak_;                     // untyped literal scalars
-    std::vector<int32_t> producer_;              // op index, -1 for params
+    // The op list and index of each value's producer (null for parameters and region
+    // arguments); valid while that list is open, which is as long as a value can be
+    // flexible.
+    std::vector<std::pair<std::vector<ir::Op>*, size_t>> producer_;
+    std::vector<ir::Op>* ops_ = nullptr;         // where emit() appends
+    std::shared_ptr<AggType> result_type_;
     std::vector<std::vector<std::string>> dim_names_;
     bool explicit_comm_ = false;
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
@@ -225,7 +286,8 @@ public:
 
 FunctionBuilder::FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& item,
                                  size_t module_index, Binding binding)
-    : in_(inferer), f_(f), item_(item), module_index_(module_index), binding_(std::move(binding)) {
+    : in_(inferer), f_(f), item_(item), module_index_(module_index), binding_(std::move(binding)),
+      ops_(&f.ops) {
     for (const Attribute& a : item.attrs) {
         if (a.name.name == "explicit_comm") explicit_comm_ = true;
     }
@@ -243,10 +305,10 @@ ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::strin
     op.results = {v};
     flexible_.push_back(false);
     weak_.push_back(false);
-    producer_.push_back(static_cast<int32_t>(f_.ops.size()));
+    producer_.push_back({ops_, ops_->size()});
     if (dim_names.size() != f_.types[v].rank()) dim_names.assign(f_.types[v].rank(), "");
     dim_names_.push_back(std::move(dim_names));
-    f_.ops.push_back(std::move(op));
+    ops_->push_back(std::move(op));
     return v;
 }
 
@@ -387,9 +449,9 @@ void FunctionBuilder::fix_layout(ValueId v, int32_t mesh, const Layout& layout) 
     t.mesh = mesh;
     t.layout = layout;
     flexible_[v] = false;
-    int32_t p = producer_[v];
-    if (p < 0) return;
-    ir::Op& op = f_.ops[static_cast<size_t>(p)];
+    auto [list, index] = producer_[v];
+    if (!list) return;
+    ir::Op& op = (*list)[index];
     if (op.kind != ir::OpKind::Elementwise) return;
     for (ValueId o : op.operands) {
         if (!flexible_[o]) continue;
@@ -404,7 +466,7 @@ void FunctionBuilder::fix_layout(ValueId v, int32_t mesh, const Layout& layout) 
     }
 }
 
-ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span) {
+ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span, bool scalars_too) {
     if (type(v).mesh == mesh || mesh < 0) return v;
     if (type(v).mesh >= 0) {
         fail(DiagCode::E0405, span,
@@ -416,9 +478,17 @@ ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span) {
         fix_layout(v, mesh, Layout::replicated(type(v).rank()));
         return v;
     }
+    // A mesh-free scalar goes with any mesh as it is.
+    if (type(v).rank() == 0 && !scalars_too) return v;
     // An unplaced value is replicated everywhere: viewing it on a mesh is free.
-    f_.types[v].mesh = mesh;
-    return v;
+    TensorType t = type(v);
+    t.mesh = mesh;
+    t.layout = Layout::replicated(t.rank());
+    ir::Op op{ir::OpKind::Place};
+    op.operands = {v};
+    op.span = span;
+    std::vector<std::string> names = dim_names_[v];
+    return emit(std::move(op), std::move(t), std::move(names));
 }
 
 ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim,
@@ -463,7 +533,7 @@ ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, cons
     l.partial &= ~axes;
     ir::Op probe{ir::OpKind::AllReduce};
     ValueId r = collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
-    f_.ops.back().reduce = ir::ReduceKind::Sum;
+    ops_->back().reduce = ir::ReduceKind::Sum;
     (void)probe;
     return r;
 }
@@ -485,13 +555,28 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
                  {{fmt::format("{} requires {}", reason, type_str(target)), {}}});
         }
     }
-    if (target.mesh < 0) return v;
+    if (target.mesh < 0) {
+        if (flexible_[v] || t.mesh < 0) {
+            if (flexible_[v]) fix_layout(v, -1, Layout::replicated(t.rank()));
+            return v;
+        }
+        // Off the mesh: replicate, then view as mesh-free.
+        int32_t from = t.mesh;
+        v = plan_coercion(v, from, Layout::replicated(t.rank()), span, reason, inserted);
+        TensorType off = type(v);
+        off.mesh = -1;
+        ir::Op op{ir::OpKind::Place};
+        op.operands = {v};
+        op.span = span;
+        std::vector<std::string> names = dim_names_[v];
+        return emit(std::move(op), std::move(off), std::move(names));
+    }
     if (t.mesh >= 0 && t.mesh != target.mesh) place(v, target.mesh, span);  // reports E0405
     if (flexible_[v]) {
         fix_layout(v, target.mesh, target.layout);
         return v;
     }
-    place(v, target.mesh, span);
+    v = place(v, target.mesh, span, /*scalars_too=*/true);
     return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
 }
 
@@ -522,7 +607,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             next.partial &= ~added;
             next.dims[d] = t;
             v = collective(ir::OpKind::ReduceScatter, v, added, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
             remove &= ~added;
         }
@@ -530,7 +615,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             Layout next = cur;
             next.partial &= ~remove;
             v = collective(ir::OpKind::AllReduce, v, remove, -1, -1, next, span, reason, inserted);
-            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
         }
     }
@@ -610,76 +695,374 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
 
 // ---------------------------------------------------------------- body
 
+// ---------------------------------------------------------------- aggregates
+
+AggType FunctionBuilder::agg_type_from_ast(const Type& t) {
+    AggType a;
+    switch (t.kind) {
+    case TypeKind::Scalar:
+    case TypeKind::Tensor:
+        a.kind = AggType::Tensor;
+        a.tensor = type_from_ast(t, &a.dim_names);
+        return a;
+    case TypeKind::Tuple:
+        a.kind = AggType::Tuple;
+        for (const Type* e : t.elements) a.elems.push_back(agg_type_from_ast(*e));
+        return a;
+    case TypeKind::Named: break;
+    }
+    const Item* item = find_struct(t);
+    Binding inner;
+    for (size_t i = 0; i < item->generics.size() && i < t.args.size(); ++i) {
+        const GenericParam& g = item->generics[i];
+        const Dim& arg = *t.args[i];
+        if (g.kind && g.kind->name == "Mesh") {
+            inner.meshes[g.name.name] = mesh_index(arg.name);
+        } else {
+            inner.sizes[g.name.name] = eval_dim(arg);
+        }
+    }
+    return struct_type(*item, std::move(inner));
+}
+
+AggType FunctionBuilder::struct_type(const Item& item, Binding inner) {
+    AggType a;
+    a.kind = AggType::Struct;
+    a.item = &item;
+    a.binding = std::make_shared<Binding>(inner);
+    std::swap(binding_, inner);  // field types are written in the struct's own generics
+    try {
+        for (const Param& field : item.fields) a.elems.push_back(agg_type_from_ast(*field.type));
+    } catch (...) {
+        std::swap(binding_, inner);
+        throw;
+    }
+    std::swap(binding_, inner);
+    return a;
+}
+
+const Item* FunctionBuilder::find_struct(const Type& t) {
+    const Module* module = in_.program_.modules[module_index_].get();
+    if (t.module) {
+        for (const Item* item : module->items) {
+            if (item->kind == ItemKind::Import && item->name.name == t.module->name) {
+                module = in_.program_.modules[in_.program_.import_targets.at(item)].get();
+            }
+        }
+    }
+    for (const Item* item : module->items) {
+        if (item->kind == ItemKind::Struct && item->name.name == t.name.name) return item;
+    }
+    fail(DiagCode::E0310, t.span, fmt::format("`{}` is not a struct here", t.name.name));
+}
+
+void FunctionBuilder::flatten(const Val& v, std::vector<ValueId>& out, Span span) {
+    switch (v.kind) {
+    case Val::Tensor: out.push_back(v.id); return;
+    case Val::Tuple:
+    case Val::Struct:
+        for (const Val& e : v.elems) flatten(e, out, span);
+        return;
+    default: fail(DiagCode::E0309, span, "a function is not a value here");
+    }
+}
+
+void FunctionBuilder::flatten_type(const AggType& t, std::vector<const AggType*>& out) {
+    if (t.kind == AggType::Tensor) {
+        out.push_back(&t);
+        return;
+    }
+    for (const AggType& e : t.elems) flatten_type(e, out);
+}
+
+// Rebuilds a Val of type `t` from flat GIR values, consuming them from `next`.
+Val FunctionBuilder::unflatten(const AggType& t, const std::vector<ValueId>& values, size_t& next) {
+    if (t.kind == AggType::Tensor) return Val::tensor(values[next++]);
+    Val v;
+    v.kind = t.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
+    v.fn = t.item;
+    v.binding = t.binding;
+    for (const AggType& e : t.elems) v.elems.push_back(unflatten(e, values, next));
+    return v;
+}
+
+std::string FunctionBuilder::agg_string(const AggType& t) const {
+    switch (t.kind) {
+    case AggType::Tensor: return type_str(t.tensor);
+    case AggType::Tuple: {
+        std::string s = "(";
+        for (size_t i = 0; i < t.elems.size(); ++i) s += (i ? ", " : "") + agg_string(t.elems[i]);
+        return s + (t.elems.size() == 1 ? ",)" : ")");
+    }
+    case AggType::Struct: return fmt::format("struct {}", t.item->name.name);
+    }
+    return "?";
+}
+
+Val FunctionBuilder::coerce_val(Val v, const AggType& t, Span span, const std::string& reason,
+                                bool inserted) {
+    if (t.kind == AggType::Tensor) {
+        if (v.kind != Val::Tensor) fail(DiagCode::E0307, span, fmt::format("expected {} ({}), found a tuple or struct", type_str(t.tensor), reason));
+        ValueId r = coerce(v.id, t.tensor, span, reason, inserted);
+        if (!t.dim_names.empty()) dim_names_[r] = t.dim_names;
+        return Val::tensor(r);
+    }
+    Val::Kind want = t.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
+    if (v.kind != want || v.elems.size() != t.elems.size() || (want == Val::Struct && v.fn != t.item)) {
+        fail(DiagCode::E0307, span, fmt::format("expected {} ({})", agg_string(t), reason));
+    }
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+        std::string field = want == Val::Struct ? fmt::format("field `{}` of ", t.item->fields[i].name.name) : "";
+        v.elems[i] = coerce_val(std::move(v.elems[i]), t.elems[i], span, field + reason, inserted);
+    }
+    v.binding = t.binding;
+    return v;
+}
+
+// Binds the generic sizes and meshes of `param` (a type in the callee's or struct's
+// generics) from the value `arg`, the way unification would.
+void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& b, Span span) {
+    switch (param.kind) {
+    case TypeKind::Scalar: return;
+    case TypeKind::Tensor: {
+        if (arg.kind != Val::Tensor) return;
+        const TensorType& at = type(arg.id);
+        if (param.mesh && at.mesh >= 0 && !b.meshes.count(param.mesh->name)) {
+            b.meshes[param.mesh->name] = at.mesh;
+        }
+        if (at.rank() != param.shape.size()) {
+            fail(DiagCode::E0307, span,
+                 fmt::format("rank mismatch: expected a tensor of rank {}, found {}", param.shape.size(), type_str(at)),
+                 {{fmt::format("the declared type is {}", syntax::type_to_string(param)), {}}});
+        }
+        for (size_t d = 0; d < param.shape.size(); ++d) {
+            const Dim& dim = *param.shape[d];
+            if (dim.kind == DimKind::Var && !b.sizes.count(dim.name.name)) b.sizes[dim.name.name] = at.shape[d];
+        }
+        return;
+    }
+    case TypeKind::Tuple:
+        if (arg.kind != Val::Tuple) return;
+        for (size_t i = 0; i < param.elements.size() && i < arg.elems.size(); ++i) {
+            bind_generics(*param.elements[i], arg.elems[i], b, span);
+        }
+        return;
+    case TypeKind::Named: {
+        if (arg.kind != Val::Struct || !arg.binding) return;
+        const Item& item = *arg.fn;
+        for (size_t i = 0; i < item.generics.size() && i < param.args.size(); ++i) {
+            const Dim& a = *param.args[i];
+            if (a.kind != DimKind::Var) continue;
+            const GenericParam& g = item.generics[i];
+            if (g.kind && g.kind->name == "Mesh") {
+                auto m = arg.binding->meshes.find(g.name.name);
+                if (m != arg.binding->meshes.end() && !b.meshes.count(a.name.name)) b.meshes[a.name.name] = m->second;
+            } else {
+                auto n = arg.binding->sizes.find(g.name.name);
+                if (n != arg.binding->sizes.end() && !b.sizes.count(a.name.name)) b.sizes[a.name.name] = n->second;
+            }
+        }
+        return;
+    }
+    }
+}
+
+Val FunctionBuilder::struct_literal(const Expr& e) {
+    const Module& module = *in_.program_.modules[module_index_];
+    const Item* item = nullptr;
+    for (const Item* it : module.items) {
+        if (it->kind == ItemKind::Struct && it->name.name == e.name.name) item = it;
+    }
+    if (!item) fail(DiagCode::E0310, e.name.span, fmt::format("`{}` is not a struct here", e.name.name));
+    std::vector<Val> values(item->fields.size());
+    for (const FieldInit& f : e.fields) {
+        for (size_t i = 0; i < item->fields.size(); ++i) {
+            if (item->fields[i].name.name == f.name.name) values[i] = eval(*f.value);
+        }
+    }
+    Binding inner;
+    for (size_t i = 0; i < item->fields.size(); ++i) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+    for (const GenericParam& g : item->generics) {
+        bool is_mesh = g.kind && g.kind->name == "Mesh";
+        if (is_mesh && !inner.meshes.count(g.name.name) && default_mesh() >= 0) {
+            inner.meshes[g.name.name] = default_mesh();  // fields not placed yet
+        }
+        bool bound = is_mesh ? inner.meshes.count(g.name.name) > 0 : inner.sizes.count(g.name.name) > 0;
+        if (!bound) {
+            fail(DiagCode::E0310, e.span,
+                 fmt::format("cannot infer the generic parameter `{}` of `{}` from the fields", g.name.name, item->name.name));
+        }
+    }
+    AggType t = struct_type(*item, inner);
+    Val v;
+    v.kind = Val::Struct;
+    v.fn = item;
+    v.elems = std::move(values);
+    return coerce_val(std::move(v), t, e.span, fmt::format("the struct `{}`", item->name.name));
+}
+
+// ---------------------------------------------------------------- body
+
+void FunctionBuilder::bind_pattern(const Pattern& p, Val v, Span span) {
+    switch (p.kind) {
+    case PatternKind::Wildcard: return;
+    case PatternKind::Name:
+        if (v.kind == Val::Tensor && f_.names[v.id].empty()) f_.names[v.id] = std::string(p.name.name);
+        scopes_.back()[p.name.name] = Binding_{std::move(v), false};
+        return;
+    case PatternKind::Tuple:
+        if (v.kind != Val::Tuple || v.elems.size() != p.elements.size()) {
+            fail(DiagCode::E0307, p.span,
+                 fmt::format("a tuple pattern of {} elements does not match this value", p.elements.size()));
+        }
+        for (size_t i = 0; i < p.elements.size(); ++i) bind_pattern(*p.elements[i], std::move(v.elems[i]), span);
+        return;
+    }
+}
+
+void FunctionBuilder::lower_stmt(const Stmt& s) {
+    switch (s.kind) {
+    case StmtKind::Let: {
+        if (s.type && is_load_call(*s.value)) {
+            bind_pattern(*s.pattern, Val::tensor(lower_load(*s.value, agg_type_from_ast(*s.type))), s.span);
+            return;
+        }
+        Val v = eval(*s.value);
+        if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        bind_pattern(*s.pattern, std::move(v), s.span);
+        return;
+    }
+    case StmtKind::Var: {
+        Val v = eval(*s.value);
+        if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        settle(v);
+        scopes_.back()[s.name.name] = Binding_{std::move(v), true};
+        return;
+    }
+    case StmtKind::Assign: {
+        Val value = eval(*s.value);
+        assign(*s.target, std::move(value), s.span);
+        return;
+    }
+    case StmtKind::Expr:
+        statement_call_ = s.value;
+        if (s.value->kind == ExprKind::If) {
+            lower_if(*s.value, /*as_value=*/false);
+        } else {
+            eval(*s.value);
+        }
+        statement_call_ = nullptr;
+        return;
+    case StmtKind::Empty: return;
+    case StmtKind::Return:
+        fail(DiagCode::E0311, s.span, "`return` before the end of a function is not supported by the type checker yet");
+    case StmtKind::For: lower_for(s); return;
+    }
+}
+
+// A var's layout is fixed where it is declared: a value still flexible there is made
+// replicated, so later assignments know what to convert to.
+void FunctionBuilder::settle(const Val& v) {
+    std::vector<ValueId> leaves;
+    flatten(v, leaves, {});
+    for (ValueId id : leaves) {
+        if (!flexible_[id]) continue;
+        // Not placed yet: on the program's only mesh, if it has one (a var's later values
+        // will be on it), else nowhere (replicated everywhere).
+        int32_t mesh = type(id).mesh >= 0 ? type(id).mesh : default_mesh();
+        fix_layout(id, mesh, Layout::replicated(type(id).rank()));
+    }
+}
+
+int32_t FunctionBuilder::default_mesh() const {
+    return in_.module_.meshes.size() == 1 ? 0 : -1;
+}
+
+FunctionBuilder::Binding_* FunctionBuilder::find_binding(std::string_view name) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+        if (auto found = it->find(name); found != it->end()) return &found->second;
+    }
+    return nullptr;
+}
+
+AggType FunctionBuilder::type_of_val(const Val& v) {
+    AggType t;
+    switch (v.kind) {
+    case Val::Tensor:
+        t.kind = AggType::Tensor;
+        t.tensor = type(v.id);
+        t.dim_names = dim_names_[v.id];
+        return t;
+    case Val::Tuple:
+    case Val::Struct:
+        t.kind = v.kind == Val::Tuple ? AggType::Tuple : AggType::Struct;
+        t.item = v.fn;
+        t.binding = v.binding;
+        for (const Val& e : v.elems) t.elems.push_back(type_of_val(e));
+        return t;
+    default: return t;
+    }
+}
+
+void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
+    // The root variable and the path of fields to the assigned part.
+    std::vector<const Expr*> path;
+    const Expr* root = &target;
+    while (root->kind == ExprKind::Field) {
+        path.push_back(root);
+        root = root->lhs;
+    }
+    Binding_* var = find_binding(root->name.name);
+    if (!var) fail(DiagCode::E0310, root->span, fmt::format("`{}` has no value here", root->name.name));
+    std::reverse(path.begin(), path.end());
+    Val* slot = &var->value;
+    for (const Expr* field : path) {
+        if (slot->kind != Val::Struct) fail(DiagCode::E0309, field->span, "only a struct has fields");
+        size_t i = field_index(*slot->fn, field->name);
+        slot = &slot->elems[i];
+    }
+    *slot = coerce_val(std::move(value), type_of_val(*slot), span,
+                       fmt::format("the variable `{}` (a `var` keeps the layout of its first value)", root->name.name));
+}
+
+size_t FunctionBuilder::field_index(const Item& item, const Ident& name) {
+    for (size_t i = 0; i < item.fields.size(); ++i) {
+        if (item.fields[i].name.name == name.name) return i;
+    }
+    fail(DiagCode::E0309, name.span, fmt::format("struct `{}` has no field `{}`", item.name.name, name.name));
+}
+
 void FunctionBuilder::lower_body() {
     scopes_.emplace_back();
     for (const Param& p : item_.params) {
-        if (p.type->kind == TypeKind::Named || p.type->kind == TypeKind::Tuple) {
-            type_from_ast(*p.type, nullptr);  // reports E0311
+        AggType t = agg_type_from_ast(*p.type);
+        std::vector<const AggType*> leaves;
+        flatten_type(t, leaves);
+        std::vector<ValueId> values;
+        for (const AggType* leaf : leaves) {
+            ValueId v = f_.add_value(leaf->tensor, leaves.size() == 1 ? std::string(p.name.name) : "");
+            flexible_.push_back(false);
+            weak_.push_back(false);
+            producer_.push_back({nullptr, 0});
+            dim_names_.push_back(leaf->dim_names.size() == leaf->tensor.rank() ? leaf->dim_names
+                                                                                 : std::vector<std::string>(leaf->tensor.rank()));
+            f_.params.push_back(v);
+            values.push_back(v);
         }
-        std::vector<std::string> names;
-        TensorType t = type_from_ast(*p.type, &names);
-        ValueId v = f_.add_value(std::move(t), std::string(p.name.name));
-        flexible_.push_back(false);
-        weak_.push_back(false);
-        producer_.push_back(-1);
-        dim_names_.push_back(std::move(names));
-        f_.params.push_back(v);
-        scopes_.back()[p.name.name] = Val{Val::Tensor, v};
+        size_t next = 0;
+        scopes_.back()[p.name.name] = Binding_{unflatten(t, values, next), false};
     }
     const Block& body = *item_.body;
-    std::optional<ValueId> result;
-    Span result_span = body.span;
-    for (const Stmt* s : body.stmts) {
-        switch (s->kind) {
-        case StmtKind::Let: {
-            ValueId v = lower_expr(*s->value);
-            if (s->type) {
-                std::vector<std::string> names;
-                TensorType t = type_from_ast(*s->type, &names);
-                v = coerce(v, t, s->value->span, "the annotation");
-                dim_names_[v] = names;
-            }
-            if (s->pattern->kind == PatternKind::Name) {
-                if (f_.names[v].empty()) f_.names[v] = std::string(s->pattern->name.name);
-                scopes_.back()[s->pattern->name.name] = Val{Val::Tensor, v};
-            } else if (s->pattern->kind == PatternKind::Tuple) {
-                fail(DiagCode::E0311, s->pattern->span, "tuple patterns are not supported by the type checker yet");
-            }
-            break;
+    std::optional<AggType> rt;
+    if (item_.result) rt = agg_type_from_ast(*item_.result);
+    std::optional<Val> result = lower_returning(body.stmts, 0, body.tail, rt ? &*rt : nullptr);
+    if (rt) {
+        if (!result) {
+            fail(DiagCode::E0309, item_.body->span,
+                 fmt::format("function `{}` returns nothing, but its type says it returns a value", item_.name.name));
         }
-        case StmtKind::Expr:
-            statement_call_ = s->value;
-            lower_expr(*s->value);
-            statement_call_ = nullptr;
-            break;
-        case StmtKind::Empty: break;
-        case StmtKind::Return:
-            if (s != body.stmts.back() || body.tail) {
-                fail(DiagCode::E0311, s->span, "`return` before the end of a function is not supported by the type checker yet");
-            }
-            if (s->value) {
-                result = lower_expr(*s->value);
-                result_span = s->value->span;
-            }
-            break;
-        case StmtKind::Var:
-        case StmtKind::Assign:
-        case StmtKind::For:
-            fail(DiagCode::E0311, s->span,
-                 "`var`, assignment and `for` are not supported by the type checker yet",
-                 {{"`meshc check` accepts them; `explain` and `--emit=gir` need the checker", {}}});
-        }
-    }
-    if (body.tail) {
-        result = lower_expr(*body.tail);
-        result_span = body.tail->span;
-    }
-    if (item_.result) {
-        if (!result) fail(DiagCode::E0309, item_.body->span, fmt::format("function `{}` returns nothing, but its type says it returns a value", item_.name.name));
-        std::vector<std::string> names;
-        TensorType rt = type_from_ast(*item_.result, &names);
-        ValueId r = coerce(*result, rt, result_span, fmt::format("the result type of `{}`", item_.name.name));
-        f_.results.push_back(r);
+        flatten(*result, f_.results, item_.body->span);
+        result_type_ = std::make_shared<AggType>(std::move(*rt));
     }
     // Flexible values nobody constrained are replicated.
     for (ValueId v = 0; v < flexible_.size(); ++v) {
@@ -687,10 +1070,80 @@ void FunctionBuilder::lower_body() {
     }
 }
 
-Val FunctionBuilder::lookup(const Ident& name) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-        if (auto found = it->find(name.name); found != it->end()) return found->second;
+namespace {
+// `if c { ...; return e; }` with no `else`: an early return.
+bool is_early_return(const Stmt& s) {
+    if (s.kind != StmtKind::Expr || s.value->kind != ExprKind::If) return false;
+    const Expr& e = *s.value;
+    if (e.else_block || e.else_if || e.then_block->tail || e.then_block->stmts.empty()) return false;
+    return e.then_block->stmts.back()->kind == StmtKind::Return;
+}
+}  // namespace
+
+// Lowers the function body's statements from `i` on and returns the function's value,
+// converted to the result type. An early return splits the rest into the `else` of an
+// `if` whose two branches both yield the result.
+std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt*>& stmts, size_t i,
+                                                    const Expr* tail, const AggType* rt) {
+    auto finish = [&](const Expr* value, Span span) -> std::optional<Val> {
+        if (!value) return std::nullopt;
+        Val v = eval(*value);
+        if (!rt) return v;
+        return coerce_val(std::move(v), *rt, span, fmt::format("the result type of `{}`", item_.name.name));
+    };
+    for (; i < stmts.size(); ++i) {
+        const Stmt& s = *stmts[i];
+        if (s.kind == StmtKind::Return) {
+            if (i + 1 != stmts.size() || tail) {
+                fail(DiagCode::E0311, s.span, "statements after `return` are not supported by the type checker yet");
+            }
+            return finish(s.value, s.value ? s.value->span : s.span);
+        }
+        if (is_early_return(s) && rt) {
+            const Expr& e = *s.value;
+            ValueId cond = scalar_condition(*e.cond, DType::Bool, "the condition of `if`");
+            ir::Op op{ir::OpKind::If};
+            op.operands = {cond};
+            op.span = e.span;
+            std::vector<ir::Op>* saved = ops_;
+            // then: the block up to its `return`.
+            {
+                ir::Region r = open_region({});
+                ops_ = &r.ops;
+                scopes_.emplace_back();
+                const auto& inner = e.then_block->stmts;
+                std::optional<Val> v = lower_returning(inner, 0, nullptr, rt);
+                scopes_.pop_back();
+                flatten(*v, r.yields, e.span);
+                close_region(r, saved);
+                op.regions.push_back(std::move(r));
+            }
+            // else: the rest of the function.
+            {
+                ir::Region r = open_region({});
+                ops_ = &r.ops;
+                scopes_.emplace_back();
+                std::optional<Val> v = lower_returning(stmts, i + 1, tail, rt);
+                scopes_.pop_back();
+                if (!v) fail(DiagCode::E0309, e.span, "the function's value is missing after this early return");
+                flatten(*v, r.yields, e.span);
+                close_region(r, saved);
+                op.regions.push_back(std::move(r));
+            }
+            std::vector<ValueId> results;
+            for (ValueId y : op.regions[0].yields) results.push_back(new_value(type(y)));
+            op.results = results;
+            ops_->push_back(std::move(op));
+            size_t next = 0;
+            return unflatten(*rt, results, next);
+        }
+        lower_stmt(s);
     }
+    return finish(tail, tail ? tail->span : Span{});
+}
+
+Val FunctionBuilder::lookup(const Ident& name) {
+    if (Binding_* b = find_binding(name.name)) return b->value;
     const Module& module = *in_.program_.modules[module_index_];
     for (const Item* item : module.items) {
         if (item->name.name != name.name) continue;
@@ -703,8 +1156,7 @@ Val FunctionBuilder::lookup(const Ident& name) {
     Builtin b = find_builtin(name.name);
     if (b != Builtin::Count) return Val{Val::BuiltinFn, ir::kNoValue, nullptr, b};
     if (auto it = binding_.sizes.find(name.name); it != binding_.sizes.end()) {
-        ValueId c = constant(static_cast<double>(it->second), DType::I64, true, name.span);
-        return Val{Val::Tensor, c};
+        return Val::tensor(constant(static_cast<double>(it->second), DType::I64, true, name.span));
     }
     fail(DiagCode::E0310, name.span, fmt::format("`{}` has no value here", name.name));
 }
@@ -721,19 +1173,24 @@ ValueId FunctionBuilder::constant(double value, DType dtype, bool weak, Span spa
 }
 
 ValueId FunctionBuilder::lower_expr(const Expr& e) {
-    switch (e.kind) {
-    case ExprKind::IntLit: return constant(static_cast<double>(e.int_value), DType::I64, true, e.span);
-    case ExprKind::FloatLit: return constant(e.float_value, DType::F32, true, e.span);
-    case ExprKind::BoolLit: return constant(e.bool_value ? 1 : 0, DType::Bool, false, e.span);
-    case ExprKind::Name: {
-        Val v = lookup(e.name);
-        if (v.kind != Val::Tensor) fail(DiagCode::E0309, e.span, fmt::format("`{}` is a function; call it", e.name.name));
-        return v.id;
+    Val v = eval(e);
+    if (v.kind == Val::Tensor) return v.id;
+    if (v.kind == Val::Tuple || v.kind == Val::Struct) {
+        fail(DiagCode::E0309, e.span, "expected a tensor, found a tuple or struct");
     }
+    fail(DiagCode::E0309, e.span, "a function is not a value here; call it");
+}
+
+Val FunctionBuilder::eval(const Expr& e) {
+    switch (e.kind) {
+    case ExprKind::IntLit: return Val::tensor(constant(static_cast<double>(e.int_value), DType::I64, true, e.span));
+    case ExprKind::FloatLit: return Val::tensor(constant(e.float_value, DType::F32, true, e.span));
+    case ExprKind::BoolLit: return Val::tensor(constant(e.bool_value ? 1 : 0, DType::Bool, false, e.span));
+    case ExprKind::Name: return lookup(e.name);
     case ExprKind::Unary:
-        return elementwise(e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not, {lower_expr(*e.lhs)}, e.span);
+        return Val::tensor(elementwise(e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not, {lower_expr(*e.lhs)}, e.span));
     case ExprKind::Binary: {
-        if (e.binary_op == BinaryOp::MatMul) return matmul(lower_expr(*e.lhs), lower_expr(*e.rhs), e.span);
+        if (e.binary_op == BinaryOp::MatMul) return Val::tensor(matmul(lower_expr(*e.lhs), lower_expr(*e.rhs), e.span));
         static const std::map<BinaryOp, ir::Ew> kOps = {
             {BinaryOp::Add, ir::Ew::Add}, {BinaryOp::Sub, ir::Ew::Sub}, {BinaryOp::Mul, ir::Ew::Mul},
             {BinaryOp::Div, ir::Ew::Div}, {BinaryOp::Mod, ir::Ew::Mod}, {BinaryOp::Eq, ir::Ew::Eq},
@@ -742,18 +1199,18 @@ ValueId FunctionBuilder::lower_expr(const Expr& e) {
             {BinaryOp::Or, ir::Ew::Or}};
         ValueId a = lower_expr(*e.lhs);
         ValueId b = lower_expr(*e.rhs);
-        return elementwise(kOps.at(e.binary_op), {a, b}, e.span);
+        return Val::tensor(elementwise(kOps.at(e.binary_op), {a, b}, e.span));
     }
     case ExprKind::Call: {
         bool as_statement = statement_call_ == &e;
-        ValueId v = lower_call(e);
-        if (v == ir::kNoValue && !as_statement) {
+        Val v = lower_call(e);
+        if (v.kind == Val::Tensor && v.id == ir::kNoValue && !as_statement) {
             fail(DiagCode::E0309, e.span, "this call returns nothing; its value cannot be used");
         }
         return v;
     }
     case ExprKind::Field: {
-        if (e.lhs->kind == ExprKind::Name) {
+        if (e.lhs->kind == ExprKind::Name && !find_binding(e.lhs->name.name)) {
             // `M.data`: the size of a mesh axis, as an i64 value.
             const Module& module = *in_.program_.modules[module_index_];
             bool is_mesh = binding_.meshes.count(e.lhs->name.name) > 0;
@@ -764,23 +1221,292 @@ ValueId FunctionBuilder::lower_expr(const Expr& e) {
                 Dim d{DimKind::Axis, e.span};
                 d.name = e.lhs->name;
                 d.axis = e.name;
-                return constant(static_cast<double>(eval_dim(d)), DType::I64, true, e.span);
+                return Val::tensor(constant(static_cast<double>(eval_dim(d)), DType::I64, true, e.span));
             }
         }
-        fail(DiagCode::E0311, e.span, "field access is not supported by the type checker yet");
+        Val base = eval(*e.lhs);
+        if (base.kind == Val::Module) {
+            for (const Item* item : in_.program_.modules[base.module]->items) {
+                if (item->kind == ItemKind::Fn && item->name.name == e.name.name) return Val{Val::Function, ir::kNoValue, item};
+            }
+            fail(DiagCode::E0309, e.span, fmt::format("`{}` is not a function of this module", e.name.name));
+        }
+        if (base.kind != Val::Struct) fail(DiagCode::E0309, e.span, fmt::format("`.{}`: only a struct has fields", e.name.name));
+        return base.elems[field_index(*base.fn, e.name)];
     }
+    case ExprKind::Tuple: {
+        Val t;
+        t.kind = Val::Tuple;
+        for (const Expr* x : e.elements) t.elems.push_back(eval(*x));
+        return t;
+    }
+    case ExprKind::StructLit: return struct_literal(e);
+    case ExprKind::If: return lower_if(e, /*as_value=*/true);
     case ExprKind::StringLit:
     case ExprKind::DTypeName:
     case ExprKind::List:
     case ExprKind::LayoutLit:
         fail(DiagCode::E0309, e.span, "this is only an argument of a built-in function");
-    case ExprKind::Tuple:
-    case ExprKind::StructLit:
-    case ExprKind::If:
-        fail(DiagCode::E0311, e.span, "tuples, struct literals and `if` expressions are not supported by the type checker yet",
-             {{"`meshc check` accepts them; `explain` and `--emit=gir` need the checker", {}}});
     }
-    return ir::kNoValue;
+    return Val{};
+}
+
+// ---------------------------------------------------------------- control flow
+
+namespace {
+void collect_assigned(const Block& b, std::vector<std::string_view>& out);
+void collect_assigned_expr(const Expr& e, std::vector<std::string_view>& out) {
+    switch (e.kind) {
+    case ExprKind::If:
+        collect_assigned_expr(*e.cond, out);
+        collect_assigned(*e.then_block, out);
+        if (e.else_block) collect_assigned(*e.else_block, out);
+        if (e.else_if) collect_assigned_expr(*e.else_if, out);
+        return;
+    case ExprKind::Unary:
+    case ExprKind::Field: collect_assigned_expr(*e.lhs, out); return;
+    case ExprKind::Binary:
+        collect_assigned_expr(*e.lhs, out);
+        collect_assigned_expr(*e.rhs, out);
+        return;
+    case ExprKind::Call:
+        collect_assigned_expr(*e.lhs, out);
+        for (const Arg& a : e.args) collect_assigned_expr(*a.value, out);
+        return;
+    case ExprKind::Tuple:
+    case ExprKind::List:
+        for (const Expr* x : e.elements) collect_assigned_expr(*x, out);
+        return;
+    case ExprKind::StructLit:
+        for (const FieldInit& f : e.fields) collect_assigned_expr(*f.value, out);
+        return;
+    default: return;
+    }
+}
+void collect_assigned(const Block& b, std::vector<std::string_view>& out) {
+    for (const Stmt* s : b.stmts) {
+        switch (s->kind) {
+        case StmtKind::Assign: {
+            const Expr* root = s->target;
+            while (root->kind == ExprKind::Field) root = root->lhs;
+            if (root->kind == ExprKind::Name &&
+                std::find(out.begin(), out.end(), root->name.name) == out.end()) {
+                out.push_back(root->name.name);
+            }
+            collect_assigned_expr(*s->value, out);
+            break;
+        }
+        case StmtKind::For: collect_assigned(*s->body, out); break;
+        case StmtKind::Let:
+        case StmtKind::Var:
+        case StmtKind::Return:
+        case StmtKind::Expr:
+            if (s->value) collect_assigned_expr(*s->value, out);
+            break;
+        case StmtKind::Empty: break;
+        }
+    }
+    if (b.tail) collect_assigned_expr(*b.tail, out);
+}
+}  // namespace
+
+// The outer `var`s that a block assigns (they become values carried by the loop or
+// produced by the `if`).
+std::vector<std::string_view> FunctionBuilder::assigned_vars(const Block& b) {
+    std::vector<std::string_view> names, vars;
+    collect_assigned(b, names);
+    for (std::string_view n : names) {
+        Binding_* binding = find_binding(n);
+        if (binding && binding->is_var) vars.push_back(n);
+    }
+    return vars;
+}
+
+ir::Region FunctionBuilder::open_region(std::vector<ValueId> args) {
+    ir::Region r;
+    r.args = std::move(args);
+    return r;
+}
+
+// Flexible values made inside the region are settled (replicated) before the region's
+// ops move into their op, which invalidates the producers' addresses.
+void FunctionBuilder::close_region(ir::Region& region, std::vector<ir::Op>* saved) {
+    for (ValueId v = 0; v < flexible_.size(); ++v) {
+        if (flexible_[v] && producer_[v].first == &region.ops) {
+            fix_layout(v, f_.types[v].mesh, Layout::replicated(f_.types[v].rank()));
+        }
+    }
+    for (ValueId v = 0; v < producer_.size(); ++v) {
+        if (producer_[v].first == &region.ops) producer_[v] = {nullptr, 0};
+    }
+    ops_ = saved;
+}
+
+// Lowers a block's statements in a new scope; returns its tail value (as_value) or none.
+Val FunctionBuilder::lower_block_value(const Block& b, bool as_value) {
+    scopes_.emplace_back();
+    for (const Stmt* s : b.stmts) {
+        if (s->kind == StmtKind::Return) {
+            fail(DiagCode::E0311, s->span, "`return` inside a block is not supported by the type checker yet");
+        }
+        lower_stmt(*s);
+    }
+    Val v;
+    v.id = ir::kNoValue;
+    if (b.tail) {
+        statement_call_ = as_value ? nullptr : b.tail;
+        v = eval(*b.tail);
+        statement_call_ = nullptr;
+    } else if (as_value) {
+        fail(DiagCode::E0309, b.span, "this block has no value: end it with an expression (no `;`)");
+    }
+    scopes_.pop_back();
+    return v;
+}
+
+ValueId FunctionBuilder::new_value(const TensorType& t) {
+    ValueId v = f_.add_value(t);
+    flexible_.push_back(false);
+    weak_.push_back(false);
+    producer_.push_back({nullptr, 0});
+    dim_names_.emplace_back(t.rank());
+    return v;
+}
+
+ValueId FunctionBuilder::scalar_condition(const Expr& e, DType want, const char* what) {
+    ValueId c = lower_expr(e);
+    if (weak_[c] && want == DType::I64 && type(c).dtype == DType::I64) return c;
+    if (type(c).rank() != 0 || type(c).dtype != want) {
+        fail(DiagCode::E0308, e.span,
+             fmt::format("{} must be a {} scalar, found {}", what, dtype_name(want), type_str(type(c))));
+    }
+    c = reduce_partial(c, type(c).layout.partial, e.span, fmt::format("{} needs the summed value", what));
+    return c;
+}
+
+Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
+    ValueId cond = scalar_condition(*e.cond, DType::Bool, "the condition of `if`");
+    bool has_else = e.else_block || e.else_if;
+    if (as_value && !has_else) fail(DiagCode::E0309, e.span, "an `if` without `else` has no value");
+    std::vector<std::string_view> vars = assigned_vars(*e.then_block);
+    if (e.else_block) {
+        for (std::string_view n : assigned_vars(*e.else_block)) {
+            if (std::find(vars.begin(), vars.end(), n) == vars.end()) vars.push_back(n);
+        }
+    }
+    if (e.else_if) {
+        Block wrapper;
+        wrapper.tail = e.else_if;
+        for (std::string_view n : assigned_vars(wrapper)) {
+            if (std::find(vars.begin(), vars.end(), n) == vars.end()) vars.push_back(n);
+        }
+    }
+    std::vector<Val> entry;
+    std::vector<AggType> entry_types;
+    for (std::string_view n : vars) {
+        Binding_* b = find_binding(n);
+        settle(b->value);
+        entry.push_back(b->value);
+        entry_types.push_back(type_of_val(b->value));
+    }
+    ir::Op op{ir::OpKind::If};
+    op.operands = {cond};
+    op.span = e.span;
+    std::vector<ir::Op>* saved = ops_;
+    std::optional<AggType> value_type;
+    auto branch = [&](auto&& lower) {
+        ir::Region r = open_region({});
+        ops_ = &r.ops;
+        Val v = lower();
+        if (as_value) {
+            settle(v);
+            if (!value_type) value_type = type_of_val(v);
+            v = coerce_val(std::move(v), *value_type, e.span, "the value of the other branch of `if`");
+            flatten(v, r.yields, e.span);
+        }
+        for (size_t i = 0; i < vars.size(); ++i) {
+            Binding_* b = find_binding(vars[i]);
+            Val now = coerce_val(b->value, entry_types[i], e.span,
+                                 fmt::format("the variable `{}` (a `var` keeps the layout of its first value)", vars[i]));
+            flatten(now, r.yields, e.span);
+            b->value = entry[i];  // the other branch starts from the entry values
+        }
+        close_region(r, saved);
+        op.regions.push_back(std::move(r));
+    };
+    branch([&] { return lower_block_value(*e.then_block, as_value); });
+    branch([&] {
+        if (e.else_block) return lower_block_value(*e.else_block, as_value);
+        if (e.else_if) {
+            statement_call_ = nullptr;
+            return lower_if(*e.else_if, as_value);
+        }
+        return Val::tensor(ir::kNoValue);
+    });
+    // Results: the value (if any), then the variables.
+    std::vector<ValueId> results;
+    for (ValueId y : op.regions[0].yields) results.push_back(new_value(type(y)));
+    op.results = results;
+    ops_->push_back(std::move(op));
+    size_t next = 0;
+    Val value = Val::tensor(ir::kNoValue);
+    if (as_value) value = unflatten(*value_type, results, next);
+    for (size_t i = 0; i < vars.size(); ++i) find_binding(vars[i])->value = unflatten(entry_types[i], results, next);
+    return value;
+}
+
+void FunctionBuilder::lower_for(const Stmt& s) {
+    ValueId lo = scalar_condition(*s.range_begin, DType::I64, "a `for` bound");
+    ValueId hi = scalar_condition(*s.range_end, DType::I64, "a `for` bound");
+    std::vector<std::string_view> vars = assigned_vars(*s.body);
+    std::vector<AggType> entry_types;
+    ir::Op op{ir::OpKind::For};
+    op.operands = {lo, hi};
+    op.span = s.span;
+    for (std::string_view n : vars) {
+        Binding_* b = find_binding(n);
+        settle(b->value);
+        entry_types.push_back(type_of_val(b->value));
+        flatten(b->value, op.operands, s.span);
+    }
+    // Region arguments: the index, then a fresh value per carried leaf.
+    TensorType index_type;
+    index_type.dtype = DType::I64;
+    std::vector<ValueId> args{new_value(index_type)};
+    f_.names[args[0]] = std::string(s.name.name);
+    for (size_t i = 2; i < op.operands.size(); ++i) {
+        ValueId a = new_value(type(op.operands[i]));
+        dim_names_[a] = dim_names_[op.operands[i]];
+        args.push_back(a);
+    }
+    std::vector<ir::Op>* saved = ops_;
+    ir::Region body = open_region(args);
+    ops_ = &body.ops;
+    size_t next = 1;
+    std::vector<Val> saved_values;
+    for (size_t i = 0; i < vars.size(); ++i) {
+        Binding_* b = find_binding(vars[i]);
+        saved_values.push_back(b->value);
+        b->value = unflatten(entry_types[i], args, next);
+    }
+    scopes_.emplace_back();
+    scopes_.back()[s.name.name] = Binding_{Val::tensor(args[0]), false};
+    lower_block_value(*s.body, false);
+    scopes_.pop_back();
+    for (size_t i = 0; i < vars.size(); ++i) {
+        Binding_* b = find_binding(vars[i]);
+        Val now = coerce_val(b->value, entry_types[i], s.span,
+                             fmt::format("the variable `{}` carried by the loop (a `var` keeps the layout of its first value)", vars[i]));
+        flatten(now, body.yields, s.span);
+    }
+    close_region(body, saved);
+    op.regions.push_back(std::move(body));
+    std::vector<ValueId> results;
+    for (size_t i = 2; i < op.operands.size(); ++i) results.push_back(new_value(type(op.operands[i])));
+    op.results = results;
+    ops_->push_back(std::move(op));
+    next = 0;
+    for (size_t i = 0; i < vars.size(); ++i) find_binding(vars[i])->value = unflatten(entry_types[i], results, next);
 }
 
 // ---------------------------------------------------------------- element-wise
@@ -1012,8 +1738,8 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
     for (ValueId o : {a, b}) {
         if (flexible_[o]) fix_layout(o, mesh, Layout::replicated(type(o).rank()));
     }
-    a = place(a, mesh, span);
-    b = place(b, mesh, span);
+    a = place(a, mesh, span, true);
+    b = place(b, mesh, span, true);
     if (mesh >= 0) {
         // Both partial: reduce the second first (the product is linear in each operand).
         if (type(a).layout.partial && type(b).layout.partial) {
@@ -1133,7 +1859,9 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
         r.layout.dims.push_back(xt.layout.dims[d]);
         names.push_back(dim_names_[x][d]);
     }
-    if (kind != ir::ReduceKind::Max) r.layout.partial |= reduced_axes;
+    // Reduced split dims leave a pending sum (sum, mean), or a pending max that the
+    // all_reduce(max) below completes at once.
+    r.layout.partial |= reduced_axes;
     ir::Op op{ir::OpKind::Reduce};
     op.reduce = kind;
     op.ints = dims;
@@ -1146,11 +1874,88 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
         ir::Op probe{};
         (void)probe;
         Layout l = type(v).layout;
+        l.partial &= ~reduced_axes;
         v = collective(ir::OpKind::AllReduce, v, reduced_axes, -1, -1, l, span,
                        "a max over a split dim is completed at once", true);
-        f_.ops.back().reduce = ir::ReduceKind::Max;
+        ops_->back().reduce = ir::ReduceKind::Max;
     }
     return v;
+}
+
+bool FunctionBuilder::is_load_call(const Expr& e) {
+    if (e.kind != ExprKind::Call || e.lhs->kind != ExprKind::Name) return false;
+    if (find_binding(e.lhs->name.name)) return false;
+    return find_builtin(e.lhs->name.name) == Builtin::load;
+}
+
+// `load("x.npy")` takes its type, layout included, from the annotation; each device
+// reads its own piece. The file's dtype and shape are checked when the program runs.
+ValueId FunctionBuilder::lower_load(const Expr& call, const AggType& t) {
+    if (call.args.size() != 1 || call.args[0].value->kind != ExprKind::StringLit) {
+        fail(DiagCode::E0309, call.span, "`load` takes one file name: `load(\"x.npy\")`");
+    }
+    if (t.kind != AggType::Tensor) fail(DiagCode::E0309, call.span, "`load` reads one tensor");
+    ir::Op op{ir::OpKind::Load};
+    op.text = call.args[0].value->string_value;
+    op.span = call.span;
+    return emit(std::move(op), t.tensor, t.dim_names);
+}
+
+// ---------------------------------------------------------------- reshape
+
+// LANGUAGE.md rule 4: a split dim factored into n1..nk keeps its axes on n1 if they
+// divide it; merged dims keep the outer dim's axes if the inner ones are unsplit;
+// anything else is gathered first.
+ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, Span span) {
+    const TensorType& t = type(x);
+    int64_t in_total = 1, out_total = 1;
+    for (int64_t n : t.shape) in_total *= n;
+    for (int64_t n : shape) out_total *= n;
+    if (in_total != out_total) {
+        fail(DiagCode::E0307, span,
+             fmt::format("cannot reshape {} ({} elements) to {} ({} elements)", shape_string(t.shape), in_total, shape_string(shape), out_total));
+    }
+    if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+    const Mesh* mesh = mesh_of(type(x));
+    Layout in_layout = type(x).layout;
+    Layout out_layout = Layout::replicated(shape.size());
+    out_layout.partial = in_layout.partial;
+    Layout need = in_layout;  // what the operand must be before the reshape
+    // Group input and output dims with equal products, left to right.
+    size_t i = 0, o = 0;
+    while (i < t.rank() || o < shape.size()) {
+        size_t i0 = i, o0 = o;
+        int64_t pi = i < t.rank() ? t.shape[i++] : 1;
+        int64_t po = o < shape.size() ? shape[o++] : 1;
+        while (pi != po) {
+            if (pi < po && i < t.rank()) pi *= t.shape[i++];
+            else if (o < shape.size()) po *= shape[o++];
+            else break;
+        }
+        // Trailing size-1 dims join the group.
+        size_t ni = i - i0, no = o - o0;
+        if (!mesh) continue;
+        bool inner_unsplit = true;
+        for (size_t k = i0 + 1; k < i; ++k) inner_unsplit &= in_layout.dims[k].empty();
+        if (ni >= 1 && no >= 1 && inner_unsplit && !in_layout.dims[i0].empty()) {
+            int64_t factor = in_layout.split_factor(*mesh, i0);
+            if (shape[o0] % factor == 0) {
+                out_layout.dims[o0] = in_layout.dims[i0];
+                continue;
+            }
+        }
+        for (size_t k = i0; k < i; ++k) need.dims[k].clear();
+        (void)no;
+    }
+    if (mesh && !(need == in_layout)) x = plan_coercion(x, type(x).mesh, need, span, "`reshape` cannot keep these splits", true);
+    TensorType r = type(x);
+    r.shape = shape;
+    r.layout = out_layout;
+    ir::Op op{ir::OpKind::Reshape};
+    op.operands = {x};
+    op.ints = shape;
+    op.span = span;
+    return emit(std::move(op), std::move(r));
 }
 
 // ---------------------------------------------------------------- calls
@@ -1251,11 +2056,24 @@ AxisSet FunctionBuilder::over_arg(const Expr& e, ValueId operand) {
     return axes;
 }
 
-ValueId FunctionBuilder::lower_call(const Expr& e) {
+Val FunctionBuilder::lower_call(const Expr& e) {
     const Expr& callee = *e.lhs;
+    if (callee.kind == ExprKind::Call && callee.lhs->kind == ExprKind::Name) {
+        Val g = lookup(callee.lhs->name);
+        if (g.kind == Val::BuiltinFn && (g.builtin == Builtin::grad || g.builtin == Builtin::value_and_grad)) {
+            return call_grad(callee, e);
+        }
+    }
     if (callee.kind == ExprKind::Name) {
         Val v = lookup(callee.name);
-        if (v.kind == Val::BuiltinFn) return lower_builtin(v.builtin, e);
+        if (v.kind == Val::BuiltinFn) {
+            if (v.builtin == Builtin::grad || v.builtin == Builtin::value_and_grad) {
+                fail(DiagCode::E0309, e.span,
+                     fmt::format("`{}(f)` is a function: call it with f's arguments, `{}(f)(x, ...)`",
+                                 builtin_info(v.builtin).name, builtin_info(v.builtin).name));
+            }
+            return Val::tensor(lower_builtin(v.builtin, e));
+        }
         if (v.kind == Val::Function) return call_user(*v.fn, in_.item_module_.at(v.fn), e);
     }
     if (callee.kind == ExprKind::Field && callee.lhs->kind == ExprKind::Name) {
@@ -1268,61 +2086,154 @@ ValueId FunctionBuilder::lower_call(const Expr& e) {
             }
         }
     }
-    fail(DiagCode::E0311, e.span, "this kind of call is not supported by the type checker yet");
+    fail(DiagCode::E0309, e.span, "this is not a function");
 }
 
-ValueId FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& call) {
+// The callee's parameter and result types under its binding, in its own module.
+struct CalleeTypes {
+    std::vector<AggType> params;
+    std::optional<AggType> result;
+};
+
+Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& call,
+                               std::vector<AggType>* param_types_out) {
     if (call.args.size() != fn.params.size()) {
         fail(DiagCode::E0309, call.span,
              fmt::format("`{}` takes {} argument{}, found {}", fn.name.name, fn.params.size(),
                          fn.params.size() == 1 ? "" : "s", call.args.size()),
              {{"declared here", fn.name.span}});
     }
-    std::vector<ValueId> args;
-    for (const Arg& a : call.args) args.push_back(lower_expr(*a.value));
-    // Bind the callee's size variables and meshes from the arguments.
+    std::vector<Val> args;
+    for (const Arg& a : call.args) args.push_back(eval(*a.value));
     Binding b;
-    for (const GenericParam& g : fn.generics) {
-        if (g.kind && g.kind->name == "Mesh") {
-            for (size_t i = 0; i < fn.params.size(); ++i) {
-                const Type& pt = *fn.params[i].type;
-                if (pt.kind == TypeKind::Tensor && pt.mesh && pt.mesh->name == g.name.name && type(args[i]).mesh >= 0) {
-                    b.meshes[g.name.name] = type(args[i]).mesh;
-                }
+    for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
+    int32_t index = in_.instantiate(fn, module_index, b, call.span);
+    if (index < 0) throw Abandon{};  // the callee's errors were reported
+    // Parameter types, computed in the callee's module under its binding.
+    std::swap(binding_, b);
+    size_t saved_module = module_index_;
+    module_index_ = module_index;
+    std::vector<AggType> param_types;
+    std::optional<AggType> result_type;
+    try {
+        for (const Param& p : fn.params) param_types.push_back(agg_type_from_ast(*p.type));
+        if (fn.result) result_type = agg_type_from_ast(*fn.result);
+    } catch (...) {
+        std::swap(binding_, b);
+        module_index_ = saved_module;
+        throw;
+    }
+    std::swap(binding_, b);
+    module_index_ = saved_module;
+    std::vector<ValueId> flat;
+    for (size_t i = 0; i < args.size(); ++i) {
+        Val a = coerce_val(std::move(args[i]), param_types[i], call.args[i].span,
+                           fmt::format("parameter `{}` of `{}`", fn.params[i].name.name, fn.name.name));
+        flatten(a, flat, call.args[i].span);
+    }
+    const ir::Function& callee = in_.module_.functions[static_cast<size_t>(index)];
+    if (param_types_out) *param_types_out = param_types;
+    ir::Op op{ir::OpKind::Call};
+    op.callee = index;
+    op.operands = flat;
+    op.span = call.span;
+    if (callee.results.empty() || !result_type) {
+        ops_->push_back(std::move(op));
+        return Val::tensor(ir::kNoValue);
+    }
+    std::vector<ValueId> results;
+    for (ValueId r : callee.results) {
+        ValueId v = f_.add_value(callee.types[r]);
+        flexible_.push_back(false);
+        weak_.push_back(false);
+        producer_.push_back({nullptr, 0});
+        dim_names_.emplace_back(callee.types[r].rank());
+        results.push_back(v);
+    }
+    op.results = results;
+    ops_->push_back(std::move(op));
+    size_t next = 0;
+    Val out = unflatten(*result_type, results, next);
+    std::vector<const AggType*> leaves;
+    flatten_type(*result_type, leaves);
+    for (size_t i = 0; i < leaves.size() && i < results.size(); ++i) {
+        if (leaves[i]->dim_names.size() == type(results[i]).rank()) dim_names_[results[i]] = leaves[i]->dim_names;
+    }
+    return out;
+}
+
+// `grad(f)(args)` / `value_and_grad(f)(args)`: typed here (the gradient has the type of
+// f's first argument, sharding included); the differentiation itself is a later pass
+// over the Grad op.
+Val FunctionBuilder::call_grad(const Expr& grad_call, const Expr& call) {
+    Val g = lookup(grad_call.lhs->name);
+    bool with_value = g.builtin == Builtin::value_and_grad;
+    const char* name = with_value ? "value_and_grad" : "grad";
+    if (grad_call.args.size() != 1 || grad_call.args[0].label) {
+        fail(DiagCode::E0309, grad_call.span, fmt::format("`{}` takes one function: `{}(f)`", name, name));
+    }
+    const Expr& target = *grad_call.args[0].value;
+    const Item* fn = nullptr;
+    size_t module = module_index_;
+    if (target.kind == ExprKind::Name) {
+        Val f = lookup(target.name);
+        if (f.kind == Val::Function) fn = f.fn;
+    } else if (target.kind == ExprKind::Field && target.lhs->kind == ExprKind::Name) {
+        Val m = lookup(target.lhs->name);
+        if (m.kind == Val::Module) {
+            module = m.module;
+            for (const Item* item : in_.program_.modules[m.module]->items) {
+                if (item->kind == ItemKind::Fn && item->name.name == target.name.name) fn = item;
             }
         }
     }
-    for (size_t i = 0; i < fn.params.size(); ++i) {
-        const Type& pt = *fn.params[i].type;
-        if (pt.kind != TypeKind::Tensor) continue;
-        const TensorType& at = type(args[i]);
-        if (at.rank() != pt.shape.size()) {
-            fail(DiagCode::E0307, call.args[i].span,
-                 fmt::format("argument {} of `{}` has rank {}, the parameter rank {}", i + 1, fn.name.name, at.rank(), pt.shape.size()),
-                 {{fmt::format("the argument is {}", type_str(at)), {}}, {"parameter declared here", fn.params[i].span}});
-        }
-        for (size_t d = 0; d < pt.shape.size(); ++d) {
-            const Dim& dim = *pt.shape[d];
-            if (dim.kind == DimKind::Var && !b.sizes.count(dim.name.name)) b.sizes[dim.name.name] = at.shape[d];
-        }
+    if (!fn) fail(DiagCode::E0601, target.span, fmt::format("`{}` differentiates a function you wrote; this is not one", name));
+    if (fn->params.empty()) fail(DiagCode::E0601, target.span, fmt::format("`{}` has no argument to differentiate with respect to", fn->name.name));
+    module = in_.item_module_.at(fn);
+    // Type the call as an ordinary call first: arguments, binding, result.
+    size_t op_count = ops_->size();
+    std::vector<AggType> param_types;
+    Val value = call_user(*fn, module, call, &param_types);
+    MESHC_ASSERT(ops_->size() > op_count && ops_->back().kind == ir::OpKind::Call, "call_user emits a call");
+    ir::Op op = std::move(ops_->back());
+    ops_->pop_back();
+    if (value.kind != Val::Tensor || value.id == ir::kNoValue || type(value.id).rank() != 0 ||
+        !is_float(type(value.id).dtype)) {
+        fail(DiagCode::E0601, call.span,
+             fmt::format("`{}` needs `{}` to return a float scalar", name, fn->name.name),
+             {{"declared here", fn->name.span}});
     }
-    int32_t index = in_.instantiate(fn, module_index, b, call.span);
-    if (index < 0) throw Abandon{};  // the callee's errors were reported
-    const ir::Function& callee = in_.module_.functions[static_cast<size_t>(index)];
-    for (size_t i = 0; i < args.size(); ++i) {
-        args[i] = coerce(args[i], callee.types[callee.params[i]], call.args[i].span,
-                         fmt::format("parameter `{}` of `{}`", fn.params[i].name.name, fn.name.name));
-    }
-    ir::Op op{ir::OpKind::Call};
-    op.callee = index;
-    op.operands = args;
-    op.span = call.span;
-    if (callee.results.empty()) {
-        f_.ops.push_back(std::move(op));
-        return ir::kNoValue;
-    }
-    TensorType rt = callee.types[callee.results[0]];
-    return emit(std::move(op), rt);
+    // The gradient has the types of the first argument's leaves.
+    const AggType& first = param_types[0];
+    std::vector<const AggType*> first_leaves;
+    flatten_type(first, first_leaves);
+    ir::Op grad_op{ir::OpKind::Grad};
+    grad_op.callee = op.callee;
+    grad_op.operands = op.operands;
+    grad_op.span = call.span;
+    grad_op.dim = with_value ? 1 : 0;
+    std::vector<ValueId> results;
+    auto add = [&](const TensorType& t) {
+        ValueId v = f_.add_value(t);
+        flexible_.push_back(false);
+        weak_.push_back(false);
+        producer_.push_back({nullptr, 0});
+        dim_names_.emplace_back(t.rank());
+        results.push_back(v);
+        return v;
+    };
+    ValueId loss = with_value ? add(type(value.id)) : ir::kNoValue;
+    std::vector<ValueId> grads;
+    for (size_t i = 0; i < first_leaves.size(); ++i) grads.push_back(add(type(op.operands[i])));
+    grad_op.results = results;
+    ops_->push_back(std::move(grad_op));
+    size_t next = 0;
+    Val gradient = unflatten(first, grads, next);
+    if (!with_value) return gradient;
+    Val pair;
+    pair.kind = Val::Tuple;
+    pair.elems = {Val::tensor(loss), std::move(gradient)};
+    return pair;
 }
 
 ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
@@ -1385,7 +2296,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ValueId v = create(ir::CreateKind::Iota, shape, dt, 0, 0);
         const Expr* axis = named_arg("axis");
         int64_t k = axis ? axis_arg(*axis, v) : 0;
-        f_.ops.back().dim = static_cast<int32_t>(k);
+        ops_->back().dim = static_cast<int32_t>(k);
         return v;
     }
     case Builtin::random_normal:
@@ -1489,9 +2400,194 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         op.text = text;
         op.operands = operands;
         op.span = call.span;
-        f_.ops.push_back(std::move(op));
+        ops_->push_back(std::move(op));
         return ir::kNoValue;
     }
+    case Builtin::reshape: {
+        want(2, 2);
+        ValueId x = lower_expr(*pos[0]);
+        std::vector<int64_t> shape = shape_arg(*pos[1]);
+        return reshape(x, shape, call.span);
+    }
+    case Builtin::broadcast: {
+        want(2, 2);
+        ValueId x = lower_expr(*pos[0]);
+        std::vector<int64_t> shape = shape_arg(*pos[1]);
+        const TensorType& t = type(x);
+        if (shape.size() < t.rank()) {
+            fail(DiagCode::E0307, call.span, fmt::format("cannot broadcast {} to the smaller rank of {}", shape_string(t.shape), shape_string(shape)));
+        }
+        size_t off = shape.size() - t.rank();
+        for (size_t d = 0; d < t.rank(); ++d) {
+            if (t.shape[d] != 1 && t.shape[d] != shape[off + d]) {
+                fail(DiagCode::E0307, call.span,
+                     fmt::format("cannot broadcast {} to {}: dim {} is {}, not 1 or {}", shape_string(t.shape), shape_string(shape), d, t.shape[d], shape[off + d]));
+            }
+        }
+        if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+        const TensorType& xt = type(x);
+        TensorType r = xt;
+        r.shape = shape;
+        r.layout = Layout::replicated(shape.size());
+        r.layout.partial = xt.layout.partial;
+        std::vector<std::string> names(shape.size());
+        for (size_t d = 0; d < xt.rank(); ++d) {
+            if (xt.shape[d] == shape[off + d]) {
+                r.layout.dims[off + d] = xt.layout.dims[d];
+                names[off + d] = dim_names_[x][d];
+            }
+        }
+        ir::Op op{ir::OpKind::Elementwise};
+        op.kind = ir::OpKind::Broadcast;
+        op.operands = {x};
+        op.ints = shape;
+        op.span = call.span;
+        return emit(std::move(op), std::move(r), std::move(names));
+    }
+    case Builtin::slice: {
+        want(1, 1);
+        ValueId x = lower_expr(*pos[0]);
+        const Expr* axis = named_arg("axis");
+        const Expr* start = named_arg("start");
+        const Expr* size = named_arg("size");
+        if (!axis || !start || !size) fail(DiagCode::E0309, call.span, "`slice` needs `axis:`, `start:` and `size:`");
+        auto d = static_cast<size_t>(axis_arg(*axis, x));
+        int64_t b = int_arg(*start), n = int_arg(*size);
+        const TensorType& t = type(x);
+        if (b < 0 || n < 1 || b + n > t.shape[d]) {
+            fail(DiagCode::E0307, call.span, fmt::format("slice [{}, {}) is outside dim {} of size {}", b, b + n, d, t.shape[d]));
+        }
+        if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+        if (t.mesh >= 0 && !type(x).layout.dims[d].empty()) {
+            Layout want_layout = type(x).layout;
+            want_layout.dims[d].clear();
+            x = plan_coercion(x, t.mesh, want_layout, call.span, "`slice` needs the sliced dim unsplit", true);
+        }
+        TensorType r = type(x);
+        r.shape[d] = n;
+        ir::Op op{ir::OpKind::Slice};
+        op.operands = {x};
+        op.dim = static_cast<int32_t>(d);
+        op.ints = {b, n};
+        op.span = call.span;
+        std::vector<std::string> names = dim_names_[x];
+        names[d] = "";
+        return emit(std::move(op), std::move(r), std::move(names));
+    }
+    case Builtin::concat: {
+        want(1, 1);
+        if (pos[0]->kind != ExprKind::List || pos[0]->elements.empty()) {
+            fail(DiagCode::E0309, pos[0]->span, "`concat` takes a list of tensors: `concat([a, b], axis: 0)`");
+        }
+        std::vector<ValueId> parts;
+        for (const Expr* x : pos[0]->elements) parts.push_back(lower_expr(*x));
+        const Expr* axis = named_arg("axis");
+        auto d = static_cast<size_t>(axis ? axis_arg(*axis, parts[0]) : 0);
+        const TensorType first = type(parts[0]);
+        int64_t total = 0;
+        for (ValueId p : parts) {
+            const TensorType& t = type(p);
+            bool same = t.rank() == first.rank() && t.dtype == first.dtype;
+            for (size_t i = 0; same && i < t.rank(); ++i) same = i == d || t.shape[i] == first.shape[i];
+            if (!same) {
+                fail(DiagCode::E0307, call.span,
+                     fmt::format("`concat` along dim {} of {} and {}: the other dims and the element types must agree", d, type_str(first), type_str(t)));
+            }
+            total += t.shape[d];
+        }
+        // The leading part decides the layout; dim d is unsplit; pending sums are reduced.
+        int32_t mesh = -1;
+        for (ValueId p : parts) mesh = std::max(mesh, type(p).mesh);
+        Layout lead = Layout::replicated(first.rank());
+        for (ValueId p : parts) {
+            if (!flexible_[p] && type(p).mesh >= 0) {
+                lead = type(p).layout;
+                break;
+            }
+        }
+        lead.dims[d].clear();
+        lead.partial = 0;
+        for (ValueId& p : parts) {
+            p = place(p, mesh, call.span, true);
+            if (flexible_[p]) {
+                fix_layout(p, mesh, lead);
+            } else if (mesh >= 0) {
+                p = plan_coercion(p, mesh, lead, call.span, "`concat` needs its parts laid out alike, the joined dim unsplit", true);
+            }
+        }
+        TensorType r = type(parts[0]);
+        r.shape[d] = total;
+        ir::Op op{ir::OpKind::Concat};
+        op.operands = parts;
+        op.dim = static_cast<int32_t>(d);
+        op.span = call.span;
+        return emit(std::move(op), std::move(r));
+    }
+    case Builtin::one_hot: {
+        want(2, 2);
+        ValueId ids = lower_expr(*pos[0]);
+        int64_t n = int_arg(*pos[1]);
+        if (type(ids).dtype != DType::I32 && type(ids).dtype != DType::I64) {
+            fail(DiagCode::E0308, pos[0]->span, fmt::format("`one_hot` takes integer ids, found {}", type_str(type(ids))));
+        }
+        if (flexible_[ids]) fix_layout(ids, type(ids).mesh, Layout::replicated(type(ids).rank()));
+        ids = reduce_partial(ids, type(ids).layout.partial, call.span, "`one_hot` needs the summed ids");
+        TensorType r = type(ids);
+        r.dtype = DType::F32;
+        r.shape.push_back(n);
+        r.layout.dims.emplace_back();
+        std::vector<std::string> names = dim_names_[ids];
+        names.emplace_back();
+        ir::Op op{ir::OpKind::OneHot};
+        op.operands = {ids};
+        op.ints = {n};
+        op.span = call.span;
+        return emit(std::move(op), std::move(r), std::move(names));
+    }
+    case Builtin::embedding: {
+        want(2, 2);
+        ValueId table = lower_expr(*pos[0]);
+        ValueId ids = lower_expr(*pos[1]);
+        if (type(table).rank() != 2) fail(DiagCode::E0307, pos[0]->span, fmt::format("`embedding` takes a [V, D] table, found {}", type_str(type(table))));
+        if (type(ids).dtype != DType::I32 && type(ids).dtype != DType::I64) {
+            fail(DiagCode::E0308, pos[1]->span, fmt::format("`embedding` takes integer ids, found {}", type_str(type(ids))));
+        }
+        int32_t mesh = std::max(type(table).mesh, type(ids).mesh);
+        if (flexible_[table]) fix_layout(table, mesh, Layout::replicated(2));
+        if (flexible_[ids]) fix_layout(ids, mesh, Layout::replicated(type(ids).rank()));
+        table = place(table, mesh, call.span, true);
+        ids = place(ids, mesh, call.span, true);
+        ids = reduce_partial(ids, type(ids).layout.partial, call.span, "`embedding` needs the summed ids");
+        table = reduce_partial(table, type(table).layout.partial, call.span, "`embedding` needs the summed table");
+        if (mesh >= 0) {
+            // An axis may split the ids or the table, not both.
+            AxisSet id_axes = type(ids).layout.split_axes();
+            Layout tl = type(table).layout;
+            bool conflict = false;
+            for (auto& axes : tl.dims) {
+                for (uint8_t a : axes) conflict |= (id_axes & sema::axis_bit(a)) != 0;
+            }
+            if (conflict) {
+                tl = Layout::replicated(2);
+                table = plan_coercion(table, mesh, tl, call.span, "the table's axes split the ids too", true);
+            }
+        }
+        TensorType r = type(ids);
+        r.dtype = type(table).dtype;
+        r.shape.push_back(type(table).shape[1]);
+        r.layout.dims.push_back(type(table).layout.dims.empty() ? std::vector<uint8_t>{} : type(table).layout.dims[1]);
+        // A table split over its vocabulary: each device looks up its rows, zeros elsewhere.
+        for (uint8_t a : type(table).layout.dims[0]) r.layout.partial |= sema::axis_bit(a);
+        std::vector<std::string> names = dim_names_[ids];
+        names.push_back(dim_names_[table][1]);
+        ir::Op op{ir::OpKind::Embedding};
+        op.operands = {table, ids};
+        op.span = call.span;
+        return emit(std::move(op), std::move(r), std::move(names));
+    }
+    case Builtin::load:
+        fail(DiagCode::E0310, call.span, "the type of `load` comes from its context: write it as the value of an annotated `let`",
+             {{"for example `let w: Tensor f32 [16, 32] on Pod with {1: model} = load(\"w.npy\");`", {}}});
     case Builtin::transpose: {
         want(2, 2);
         ValueId x = lower_expr(*pos[0]);
@@ -1584,7 +2680,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
             l.partial &= ~axes;
             ValueId v = collective(ir::OpKind::AllReduce, x, axes, -1, -1, l, call.span, "written by the user", false);
-            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            ops_->back().reduce = ir::ReduceKind::Sum;
             return v;
         }
         const Expr* dim_e = named_arg(b == Builtin::all_to_all ? "from" : "dim");
@@ -1606,7 +2702,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             for (uint8_t a : group) l.dims[d].push_back(a);
             if (t.shape[d] % l.split_factor(mesh, d) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d, t.shape[d], l.split_factor(mesh, d)));
             ValueId v = collective(ir::OpKind::ReduceScatter, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
-            f_.ops.back().reduce = ir::ReduceKind::Sum;
+            ops_->back().reduce = ir::ReduceKind::Sum;
             return v;
         }
         if (!ends_with_group(t.layout.dims[d])) {

@@ -582,6 +582,7 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
         ++stats_.z3_calls;
         Z3Backend::Result r = z3_->check(facts, goal, linear, options_.time_limit_ms);
         stats_.z3_ms += r.ms;
+        stats_.z3_abandoned = z3_->abandoned_count();
         switch (r.status) {
         case Z3Backend::Result::Status::Unsat:
             return proved(DecidedBy::Z3);

@@ -1,9 +1,11 @@
 // Z3 encoding and time-limited checks; see z3_backend.h.
 #include "solver/z3_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -19,62 +21,6 @@ using sema::SymbolKind;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Interrupts the context's running check when the deadline passes. Z3_interrupt() only
-// affects a check in progress (a stray one afterwards is harmless: it was tested), and
-// arm()/disarm() bracket each check.
-class Watchdog {
-public:
-    explicit Watchdog(z3::context& ctx) : ctx_(ctx), thread_([this] { run(); }) {}
-    ~Watchdog() {
-        {
-            std::lock_guard lock(mutex_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        thread_.join();
-    }
-    void arm(unsigned ms) {
-        {
-            std::lock_guard lock(mutex_);
-            armed_ = true;
-            fired_ = false;
-            deadline_ = Clock::now() + std::chrono::milliseconds(ms);
-        }
-        cv_.notify_all();
-    }
-    /// Returns whether the deadline passed during the check.
-    bool disarm() {
-        std::lock_guard lock(mutex_);
-        armed_ = false;
-        return fired_;
-    }
-
-private:
-    void run() {
-        std::unique_lock lock(mutex_);
-        while (!stop_) {
-            if (!armed_) {
-                cv_.wait(lock);
-                continue;
-            }
-            if (Clock::now() >= deadline_) {
-                fired_ = true;
-                armed_ = false;
-                ctx_.interrupt();
-                continue;
-            }
-            cv_.wait_until(lock, deadline_);
-        }
-    }
-
-    z3::context& ctx_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool armed_ = false, fired_ = false, stop_ = false;
-    Clock::time_point deadline_;
-    std::thread thread_;  // last: started after the other members exist
-};
 
 bool is_linear_expr(const DimExpr& e, const SymbolTable& symbols) {
     for (const sema::Term& t : e.terms()) {
@@ -92,19 +38,17 @@ bool is_linear_expr(const DimExpr& e, const SymbolTable& symbols) {
 
 }  // namespace
 
+// One Z3 context with its reused linear solver. Shared with the thread that runs a
+// check, so that an abandoned check keeps it alive until Z3 returns; the backend then
+// starts a new one.
 struct Z3Backend::Impl {
-    const SymbolTable& symbols;
+    const SymbolTable& symbols;  // read only while encoding, on the caller's thread
     z3::context ctx;
     z3::solver linear;
-    Watchdog watchdog;
-    std::unordered_map<SymbolId, z3::expr> vars;     // size variables and axis sizes
-    struct EncodedAtom {
-        z3::expr value;
-        std::vector<SymbolId> leaves;
-    };
-    std::unordered_map<SymbolId, EncodedAtom> atoms;
+    std::unordered_map<SymbolId, z3::expr> vars;  // size variables and axis sizes
+    uint64_t fresh_count = 0;
 
-    explicit Impl(const SymbolTable& s) : symbols(s), ctx(), linear(ctx, "QF_LIA"), watchdog(ctx) {}
+    explicit Impl(const SymbolTable& s) : symbols(s), ctx(), linear(ctx, "QF_LIA") {}
 
     z3::expr var(SymbolId id) {
         auto it = vars.find(id);
@@ -114,69 +58,76 @@ struct Z3Backend::Impl {
         return v;
     }
 
-    // floor(n / d) for any d != 0: Z3's div is floor division for d > 0, and
-    // floor(n / d) == floor(-n / -d).
-    z3::expr floor_div(const z3::expr& n, const z3::expr& d, std::optional<int64_t> dc) {
-        if (dc) return *dc > 0 ? n / d : (-n) / (-d);
-        return z3::ite(d > 0, n / d, (-n) / (-d));
+    z3::expr fresh(const char* prefix) {
+        return ctx.int_const(fmt::format("{}!{}", prefix, fresh_count++).c_str());
     }
+};
 
-    z3::expr encode(const DimExpr& e, std::vector<SymbolId>& leaves) {
+namespace {
+
+// Encodes one query. Linear queries use Z3's div and mod (by constants only). Non-linear
+// queries never do: Z3 4.8.12 can spend a second without checking for an interrupt in
+// its division lemmas (`(B*B + B) mod 2`, measured 1.1 s past a 200 ms limit), so floor
+// division, `%` and divisibility become a fresh quotient and remainder with range
+// constraints, after which the interrupt is honoured within milliseconds.
+class Encoder {
+public:
+    Encoder(Z3Backend::Impl& z, bool native_division) : z_(z), native_(native_division) {}
+
+    std::vector<SymbolId> leaves;     // size variables and axis sizes used (bounds >= 1)
+    std::vector<z3::expr> side;       // definitions of fresh variables
+
+    z3::expr expr(const DimExpr& e) {
         std::optional<z3::expr> sum;
         for (const sema::Term& t : e.terms()) {
             std::optional<z3::expr> product;
             for (const sema::Factor& f : t.monomial) {
-                z3::expr base = symbols.is_atom(f.symbol) ? atom(f.symbol, leaves) : leaf(f.symbol, leaves);
+                z3::expr base = z_.symbols.is_atom(f.symbol) ? atom(f.symbol) : leaf(f.symbol);
                 for (uint32_t i = 0; i < f.exponent; ++i) product = product ? *product * base : base;
             }
-            z3::expr coeff = ctx.int_val(t.coeff);
+            z3::expr coeff = z_.ctx.int_val(t.coeff);
             z3::expr term = !product ? coeff : t.coeff == 1 ? *product : coeff * *product;
             sum = sum ? *sum + term : term;
         }
-        return sum ? *sum : ctx.int_val(0);
+        return sum ? *sum : z_.ctx.int_val(0);
     }
 
-    z3::expr leaf(SymbolId id, std::vector<SymbolId>& leaves) {
-        leaves.push_back(id);
-        return var(id);
+    z3::expr fact(const Constraint& c) {
+        if (c.kind != Constraint::Kind::Divides) return compare(c);
+        z3::expr k = expr(c.lhs), n = expr(c.rhs);
+        if (auto kc = c.lhs.constant_value(); native_ && kc)  // linear: constant divisors
+            return *kc == 0 ? n == 0 : z3::mod(n, k) == 0;
+        return n == k * z_.fresh("t");  // k | n <=> n == k*t for some t (k == 0: n == 0)
     }
 
-    z3::expr atom(SymbolId id, std::vector<SymbolId>& leaves) {
-        auto it = atoms.find(id);
-        if (it == atoms.end()) {
-            const DimExpr& num = symbols.atom_numerator(id);
-            const DimExpr& den = symbols.atom_denominator(id);
-            std::vector<SymbolId> inner;
-            z3::expr n = encode(num, inner);
-            z3::expr d = encode(den, inner);
-            std::optional<int64_t> dc = den.constant_value();
-            z3::expr value = ctx.int_val(0);
-            if (symbols.kind(id) == SymbolKind::FloorDiv) {
-                value = floor_div(n, d, dc);
-            } else if (dc && *dc > 0) {
-                value = z3::mod(n, d);  // SMT-LIB mod is the floor mod for a positive divisor
-            } else {
-                value = n - d * floor_div(n, d, dc);
-            }
-            it = atoms.emplace(id, EncodedAtom{value, std::move(inner)}).first;
+    z3::expr negated_goal(const Constraint& c) {
+        if (c.kind != Constraint::Kind::Divides || (native_ && c.lhs.is_constant()))
+            return !fact(c);
+        // Not k | n: n == 0*q + n with n != 0, or n == k*q + r with 0 < r < |k|.
+        z3::expr k = expr(c.lhs), n = expr(c.rhs);
+        z3::expr q = z_.fresh("q"), r = z_.fresh("r");
+        if (auto kc = c.lhs.constant_value()) {
+            if (*kc == 0) return n != 0;
+            int64_t bound = *kc == INT64_MIN ? INT64_MAX : (*kc < 0 ? -*kc : *kc);
+            return n == k * q + r && r >= 1 && r < z_.ctx.int_val(bound);
         }
-        // Bounds are asserted for the leaves inside atoms too.
-        leaves.insert(leaves.end(), it->second.leaves.begin(), it->second.leaves.end());
-        return it->second.value;
+        if (positive_monomial(c.lhs))  // k >= 1: no case split (it costs Z3 dearly)
+            return n == k * q + r && r >= 1 && r < k;
+        z3::expr abs_k = z3::ite(k >= 0, k, -k);
+        return (k == 0 && n != 0) || (k != 0 && n == k * q + r && r >= 1 && r < abs_k);
     }
 
-    z3::expr encode(const Constraint& c, std::vector<SymbolId>& leaves) {
-        z3::expr l = encode(c.lhs, leaves);
-        z3::expr r = encode(c.rhs, leaves);
-        if (c.kind == Constraint::Kind::Divides) {
-            // k | n: n == 0 when k == 0; otherwise n mod k == 0 (SMT-LIB mod is >= 0 and
-            // n == k*div(n, k) + mod(n, k), for either sign of k).
-            if (auto k = c.lhs.constant_value()) {
-                if (*k == 0) return r == 0;
-                return z3::mod(r, l) == 0;
-            }
-            return z3::ite(l == 0, r == 0, z3::mod(r, l) == 0);
-        }
+private:
+    // A positive coefficient times size variables and axis sizes: >= 1.
+    bool positive_monomial(const DimExpr& e) const {
+        if (!e.is_single_term() || e.terms()[0].coeff < 1) return false;
+        for (const sema::Factor& f : e.terms()[0].monomial)
+            if (!z_.symbols.is_positive(f.symbol)) return false;
+        return true;
+    }
+
+    z3::expr compare(const Constraint& c) {
+        z3::expr l = expr(c.lhs), r = expr(c.rhs);
         switch (c.op) {
         case CmpOp::Eq: return l == r;
         case CmpOp::Ne: return l != r;
@@ -187,10 +138,70 @@ struct Z3Backend::Impl {
         }
         return l == r;
     }
+
+    z3::expr leaf(SymbolId id) {
+        leaves.push_back(id);
+        return z_.var(id);
+    }
+
+    z3::expr atom(SymbolId id) {
+        if (auto it = atoms_.find(id); it != atoms_.end()) return it->second;
+        const DimExpr& num = z_.symbols.atom_numerator(id);
+        const DimExpr& den = z_.symbols.atom_denominator(id);
+        bool floor = z_.symbols.kind(id) == SymbolKind::FloorDiv;
+        z3::expr n = expr(num), d = expr(den);
+        z3::expr value = z_.ctx.int_val(0);
+        if (native_ && den.is_constant() && !den.is_zero()) {
+            // Z3's div is floor division for a positive divisor; mod is then the floor mod.
+            int64_t c = *den.constant_value();
+            z3::expr q = c > 0 ? n / d : (-n) / (-d);
+            value = floor ? q : (c > 0 ? z3::mod(n, d) : n - d * q);
+        } else {
+            // n == d*q + r with r in [0, d) for d > 0 and in (d, 0] for d < 0: q is
+            // floor(n / d) and r is n % d with the sign of d (d == 0 is left free; our
+            // evaluation rejects such models).
+            z3::expr q = z_.fresh("q"), r = z_.fresh("r");
+            side.push_back(z3::implies(d != 0, n == d * q + r));
+            side.push_back(z3::implies(d > 0, r >= 0 && r < d));
+            side.push_back(z3::implies(d < 0, r <= 0 && r > d));
+            value = floor ? q : r;
+        }
+        atoms_.emplace(id, value);
+        return value;
+    }
+
+    Z3Backend::Impl& z_;
+    bool native_;
+    std::unordered_map<SymbolId, z3::expr> atoms_;
 };
 
-Z3Backend::Z3Backend(const SymbolTable& symbols) : impl_(std::make_unique<Impl>(symbols)) {}
-Z3Backend::~Z3Backend() = default;
+}  // namespace
+
+// A check in flight. Owns every Z3 object of the query, so that if the caller abandons
+// it, the thread running it releases them (context last) and nothing else touches them.
+struct Z3Backend::Job {
+    std::shared_ptr<Z3Backend::Impl> impl;  // first member: destroyed last
+    std::optional<z3::solver> own_solver;    // the non-linear query's solver
+    z3::solver* solver = nullptr;
+    std::optional<Encoder> encoder;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    z3::check_result result = z3::unknown;
+    std::string error;
+};
+
+Z3Backend::Z3Backend(const SymbolTable& symbols) : symbols_(symbols) {}
+
+Z3Backend::~Z3Backend() {
+    // Give abandoned checks a moment to end before the process may exit under them; a
+    // check Z3 never ends (its 4.8.12 timer deadlock) is left behind rather than waited on.
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (const auto& job : abandoned_) {
+        std::unique_lock lock(job->mutex);
+        job->cv.wait_until(lock, deadline, [&] { return job->done; });
+    }
+}
 
 bool Z3Backend::is_linear(const Constraint& c, const SymbolTable& symbols) {
     if (c.kind == Constraint::Kind::Divides && !c.lhs.is_constant()) return false;
@@ -200,44 +211,108 @@ bool Z3Backend::is_linear(const Constraint& c, const SymbolTable& symbols) {
 Z3Backend::Result Z3Backend::check(const std::vector<const Constraint*>& facts,
                                    const Constraint& goal, bool linear, unsigned time_limit_ms) {
     Result result;
-    Impl& z = *impl_;
     auto start = Clock::now();
+    if (!impl_) impl_ = std::make_shared<Impl>(symbols_);
+    auto job = std::make_shared<Job>();
+    job->impl = impl_;
+    Impl& z = *impl_;
+    bool pushed = false;
     try {
-        std::optional<z3::solver> fresh;
-        if (!linear) fresh.emplace(z.ctx, "QF_NIA");
-        z3::solver& s = linear ? z.linear : *fresh;
-        if (linear) s.push();
-        std::vector<SymbolId> leaves;
-        for (const Constraint* f : facts) s.add(z.encode(*f, leaves));
-        s.add(!z.encode(goal, leaves));
+        if (linear) {
+            job->solver = &z.linear;
+        } else {
+            // The `smt` tactic after simplification: no internal `try_for` timers (whose
+            // scoped_timer can deadlock in 4.8.12), and much faster here than QF_NIA.
+            z3::tactic t = z3::tactic(z.ctx, "simplify") & z3::tactic(z.ctx, "solve-eqs") &
+                           z3::tactic(z.ctx, "smt");
+            job->own_solver.emplace(t.mk_solver());
+            job->solver = &*job->own_solver;
+        }
+        z3::solver& s = *job->solver;
+        if (linear) {
+            s.push();
+            pushed = true;
+        }
+        Encoder& enc = job->encoder.emplace(z, linear);
+        for (const Constraint* f : facts) s.add(enc.fact(*f));
+        s.add(enc.negated_goal(goal));
+        for (const z3::expr& e : enc.side) s.add(e);
+        std::vector<SymbolId>& leaves = enc.leaves;
         std::sort(leaves.begin(), leaves.end());
         leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
         for (SymbolId id : leaves) s.add(z.var(id) >= 1);
+    } catch (const z3::exception& e) {
+        result.reason = fmt::format("Z3 error: {}", e.msg());
+        impl_.reset();  // its linear solver may be left inside a scope
+        result.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        return result;
+    }
 
-        z.watchdog.arm(time_limit_ms);
-        z3::check_result r = s.check();
-        bool fired = z.watchdog.disarm();
+    // Run the check on its own thread; interrupt it at the limit and, if Z3 does not
+    // return soon after (it can take seconds to notice, measured on non-linear queries),
+    // abandon it: this call returns by limit + grace whatever Z3 does.
+    std::thread worker([job] {
+        z3::check_result r = z3::unknown;
+        std::string error;
+        try {
+            r = job->solver->check();
+        } catch (const z3::exception& e) {
+            error = e.msg();
+        }
+        std::lock_guard lock(job->mutex);
+        job->result = r;
+        job->error = std::move(error);
+        job->done = true;
+        job->cv.notify_all();
+    });
+    auto limit = std::chrono::milliseconds(time_limit_ms);
+    auto grace = std::chrono::milliseconds(std::clamp(time_limit_ms / 2, 20u, 500u));
+    bool interrupted = false;
+    bool finished;
+    {
+        std::unique_lock lock(job->mutex);
+        finished = job->cv.wait_until(lock, start + limit, [&] { return job->done; });
+    }
+    if (!finished) {
+        z.ctx.interrupt();
+        interrupted = true;
+        std::unique_lock lock(job->mutex);
+        finished = job->cv.wait_until(lock, start + limit + grace, [&] { return job->done; });
+    }
+    if (!finished) {
+        worker.detach();
+        abandoned_.push_back(job);
+        impl_.reset();
+        ++abandoned_count_;
+        result.timed_out = true;
+        result.reason = "abandoned after the time limit";
+        result.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        return result;
+    }
+    worker.join();
 
-        if (r == z3::unsat) {
+    z3::solver& s = *job->solver;
+    try {
+        if (!job->error.empty()) {
+            result.reason = fmt::format("Z3 error: {}", job->error);
+        } else if (job->result == z3::unsat) {
             result.status = Result::Status::Unsat;
-        } else if (r == z3::sat) {
+        } else if (job->result == z3::sat) {
             result.status = Result::Status::Sat;
             z3::model m = s.get_model();
-            for (SymbolId id : leaves) {
+            for (SymbolId id : job->encoder->leaves) {
                 int64_t v = 0;
                 if (m.eval(z.var(id), true).is_numeral_i64(v)) result.model.set(id, v);
             }
         } else {
-            result.timed_out = fired;
+            result.timed_out = interrupted;
             result.reason = s.reason_unknown();
         }
-        if (linear) s.pop();
+        if (pushed) s.pop();
     } catch (const z3::exception& e) {
-        z.watchdog.disarm();
         result.status = Result::Status::Unknown;
         result.reason = fmt::format("Z3 error: {}", e.msg());
-        // The reused solver may be left inside a scope: start it afresh.
-        if (linear) z.linear = z3::solver(z.ctx, "QF_LIA");
+        impl_.reset();
     }
     result.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     return result;
