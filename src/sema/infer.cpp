@@ -134,6 +134,7 @@ private:
     Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
     void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
     Val struct_literal(const Expr& e);
+    void keep_generic_meshes(const Item& item, Binding& b);
     void bind_pattern(const Pattern& p, Val v, Span span);
     void lower_stmt(const Stmt& s);
     void settle(const Val& v);
@@ -867,6 +868,16 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
     }
 }
 
+// A binding names only the item's generic meshes (a declared mesh is not a parameter).
+void FunctionBuilder::keep_generic_meshes(const Item& item, Binding& b) {
+    for (auto it = b.meshes.begin(); it != b.meshes.end();) {
+        bool generic = std::any_of(item.generics.begin(), item.generics.end(), [&](const GenericParam& g) {
+            return g.name.name == it->first && g.kind && g.kind->name == "Mesh";
+        });
+        it = generic ? std::next(it) : b.meshes.erase(it);
+    }
+}
+
 Val FunctionBuilder::struct_literal(const Expr& e) {
     const Module& module = *in_.program_.modules[module_index_];
     const Item* item = nullptr;
@@ -882,6 +893,7 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
     }
     Binding inner;
     for (size_t i = 0; i < item->fields.size(); ++i) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+    keep_generic_meshes(*item, inner);
     for (const GenericParam& g : item->generics) {
         bool is_mesh = g.kind && g.kind->name == "Mesh";
         if (is_mesh && !inner.meshes.count(g.name.name) && default_mesh() >= 0) {
@@ -2107,6 +2119,7 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     for (const Arg& a : call.args) args.push_back(eval(*a.value));
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
+    keep_generic_meshes(fn, b);
     int32_t index = in_.instantiate(fn, module_index, b, call.span);
     if (index < 0) throw Abandon{};  // the callee's errors were reported
     // Parameter types, computed in the callee's module under its binding.
