@@ -13,6 +13,7 @@
 #include "sema/explain.h"
 #include "sema/infer.h"
 #include "sema/loader.h"
+#include "sema/refine.h"
 #include "sema/resolve.h"
 #include "support/diagnostics.h"
 #include "syntax/ast_printer.h"
@@ -80,8 +81,11 @@ int run_check(const CheckOptions& options) {
         sema::Program program = sema::load_program(sources, diags, path, load);
         if (program.modules.empty()) continue;
         sema::resolve_program(sources, program, diags);
-        // Type and sharding inference (on programs whose names resolve).
+        // Refinements of generic functions (once each), then type and sharding inference
+        // of each instantiation (on programs whose names resolve).
         if (options.stop_after_names || diags.has_errors()) continue;
+        sema::check_refinements(sources, program, diags);
+        if (diags.has_errors()) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
         ir::Module gir = sema::infer_program(sources, program, diags, infer_options);

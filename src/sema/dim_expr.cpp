@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -456,12 +457,11 @@ SymbolId SymbolTable::intern_atom(SymbolKind kind, const DimExpr& num, const Dim
 std::vector<SymbolId> SymbolTable::leaves(const DimExpr& e) const {
     std::vector<SymbolId> out;
     std::vector<SymbolId> work = e.symbols();
-    std::vector<bool> seen(entries_.size(), false);
+    std::unordered_set<SymbolId> seen;
     while (!work.empty()) {
         SymbolId id = work.back();
         work.pop_back();
-        if (seen[id.index]) continue;
-        seen[id.index] = true;
+        if (!seen.insert(id).second) continue;
         if (!is_atom(id)) {
             out.push_back(id);
             continue;

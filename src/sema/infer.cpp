@@ -194,6 +194,7 @@ private:
     std::vector<std::vector<std::string>> dim_names_;
     bool explicit_comm_ = false;
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
+    const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
 };
 
 class Inferer {
@@ -397,6 +398,14 @@ Layout FunctionBuilder::layout_from_ast(const Type& t, const TensorType& tt, con
                 layout.dims[d].push_back(static_cast<uint8_t>(*index));
             }
             int64_t factor = layout.split_factor(mesh, d);
+            if (tt.shape[d] % factor != 0 && call_site_) {
+                std::string sizes;
+                for (const auto& [n, v] : binding_.sizes) sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, v);
+                fail(DiagCode::E0501, call_site_->span,
+                     fmt::format("this call splits dim {} of size {} over ({}) into {} pieces, which does not divide it",
+                                 d, tt.shape[d], mesh_axis_list(mesh, layout.dims[d]), factor),
+                     {{fmt::format("with {}", sizes), {}}, {"the parameter's type asks for the split here", e.span}});
+            }
             if (tt.shape[d] % factor != 0) {
                 fail(DiagCode::E0501, e.span,
                      fmt::format("dim {} has size {}, which the split over ({}) into {} pieces does "
@@ -2120,24 +2129,51 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
     keep_generic_meshes(fn, b);
-    int32_t index = in_.instantiate(fn, module_index, b, call.span);
-    if (index < 0) throw Abandon{};  // the callee's errors were reported
-    // Parameter types, computed in the callee's module under its binding.
+    Binding callee_binding = b;
+    // Parameter types, computed in the callee's module under its binding; errors in them
+    // (a split that does not divide) are this call's.
     std::swap(binding_, b);
+    call_site_ = &call;
     size_t saved_module = module_index_;
     module_index_ = module_index;
     std::vector<AggType> param_types;
     std::optional<AggType> result_type;
     try {
+        // The callee's `where` clauses, with this call's sizes (ground: no solver needed).
+        for (const ast::Constraint& w : fn.where) {
+            int64_t a = eval_dim(*w.lhs), c = eval_dim(*w.rhs);
+            bool holds = false;
+            switch (w.op) {
+            case CmpOp::Eq: holds = a == c; break;
+            case CmpOp::Ne: holds = a != c; break;
+            case CmpOp::Lt: holds = a < c; break;
+            case CmpOp::Le: holds = a <= c; break;
+            case CmpOp::Gt: holds = a > c; break;
+            case CmpOp::Ge: holds = a >= c; break;
+            }
+            if (!holds) {
+                std::string sizes;
+                for (const auto& [n, v] : binding_.sizes) sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, v);
+                fail(DiagCode::E0502, call.span,
+                     fmt::format("this call of `{}` needs `{} {} {}`, which is false here ({} {} {})", fn.name.name,
+                                 syntax::dim_to_string(*w.lhs), cmp_op_spelling(w.op), syntax::dim_to_string(*w.rhs), a,
+                                 cmp_op_spelling(w.op), c),
+                     {{fmt::format("with {}", sizes), {}}, {"required by this `where` clause", w.span}});
+            }
+        }
         for (const Param& p : fn.params) param_types.push_back(agg_type_from_ast(*p.type));
         if (fn.result) result_type = agg_type_from_ast(*fn.result);
     } catch (...) {
         std::swap(binding_, b);
         module_index_ = saved_module;
+        call_site_ = nullptr;
         throw;
     }
     std::swap(binding_, b);
     module_index_ = saved_module;
+    call_site_ = nullptr;
+    int32_t index = in_.instantiate(fn, module_index, callee_binding, call.span);
+    if (index < 0) throw Abandon{};  // the callee's errors were reported
     std::vector<ValueId> flat;
     for (size_t i = 0; i < args.size(); ++i) {
         Val a = coerce_val(std::move(args[i]), param_types[i], call.args[i].span,

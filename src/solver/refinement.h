@@ -13,10 +13,13 @@
 //      (solver/divisibility.h), no Z3; `2*m | B` gives `m | B` in microseconds;
 //   4. comparisons: a positivity certificate (shift every symbol by 1, all coefficients
 //      >= 0), no Z3;
-//   5. linear goals: Z3 (QF_LIA) over the linear facts;
+//   5. linear goals: Z3 (QF_LIA, one reused solver) over the linear facts;
 //   6. a bounded search for a small counterexample (symbols >= 1) that satisfies every
-//      fact and violates the goal;
-//   7. non-linear goals: Z3 (QF_NIA) over the relevant facts, under the time limit.
+//      fact and violates the goal (also preferred to a Z3 model: it is smaller);
+//   7. non-linear goals: Z3 (simplify, solve-eqs, smt; division as a fresh quotient
+//      and remainder) over all facts that share symbols with the goal.
+// Steps 5-7 see only the facts connected to the goal through shared symbols; a
+// counterexample is completed with values satisfying the other facts.
 // Every Z3 call runs under a time limit: Z3 is interrupted at the limit and abandoned if
 // it does not stop soon after (z3_backend.h says why Z3's own `timeout` is not used), so
 // prove() never hangs; expiry gives Unknown("timed out after N ms").

@@ -49,7 +49,9 @@ def main():
         actual.append(dict(kind=d["severity"], line=d["line"], col=d["col"], code=d["code"],
                            message=d["message"], file=d["file"]))
         for n in d["notes"]:
-            actual.append(dict(kind="note", line=n["line"], col=n["col"], code=None,
+            # A note without a location belongs to its diagnostic's line.
+            line = n["line"] if n["line"] is not None else d["line"]
+            actual.append(dict(kind="note", line=line, col=n["col"], code=None,
                                message=n["message"], file=n["file"]))
 
     failures = []
