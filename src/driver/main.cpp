@@ -1,7 +1,10 @@
 // meshc: the command-line driver. Parses flags (CLI11), runs the pipeline as one
 // straight-line function per sub-command, renders the diagnostics bundle once.
 // Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
+#include <chrono>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -30,6 +33,7 @@ struct CheckOptions {
     bool syntax_only = false;
     bool strict_comm = false;
     bool stop_after_names = false;
+    bool time_report = false;
     std::string emit;  // "", "ast", "gir"
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
@@ -65,32 +69,98 @@ void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFo
     }
 }
 
-// `meshc check`: parse (and, unless --syntax-only, resolve names) for each file.
+#if defined(__SANITIZE_ADDRESS__)
+#define MESHC_FREE_AT_EXIT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MESHC_FREE_AT_EXIT 1
+#endif
+#endif
+
+// The compiler's big structures die with the process: freeing a 10,000-layer program
+// node by node costs more than checking it (clang's -disable-free does the same).
+// Sanitizer builds free everything, so that leak checking stays meaningful.
+template <typename T>
+struct BuryAtExit {
+    std::unique_ptr<T>& owner;
+    ~BuryAtExit() {
+#ifndef MESHC_FREE_AT_EXIT
+        (void)owner.release();
+#endif
+    }
+};
+template <typename T>
+BuryAtExit(std::unique_ptr<T>&) -> BuryAtExit<T>;
+
+// Wall time per phase, for `--time-report` (printed to stderr at the end).
+class PhaseTimer {
+public:
+    explicit PhaseTimer(bool enabled) : enabled_(enabled) {}
+    template <typename F>
+    auto run(const char* phase, F&& f) {
+        auto start = std::chrono::steady_clock::now();
+        struct Record {
+            PhaseTimer& t;
+            const char* phase;
+            std::chrono::steady_clock::time_point start;
+            ~Record() {
+                t.total_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            }
+        } record{*this, phase, start};
+        return f();
+    }
+    void report() const {
+        if (!enabled_) return;
+        double all = 0;
+        for (const auto& [p, s] : total_) all += s;
+        for (const char* p : {"parse", "resolve", "refine", "infer", "verify"}) {
+            auto it = total_.find(p);
+            if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
+        }
+        std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", "total", all * 1e3);
+    }
+
+private:
+    bool enabled_;
+    std::map<std::string, double> total_;
+};
+
+// `meshc check` / `meshc explain`: the pipeline up to the typed global IR, in order.
 int run_check(const CheckOptions& options) {
     SourceManager sources;
     DiagnosticEngine diags;
+    PhaseTimer timer(options.time_report);
     sema::LoadOptions load{options.stdlib_dir};
     for (const std::string& path : options.files) {
         if (options.syntax_only || options.emit == "ast") {
             FileId file = sema::read_source_file(sources, diags, path);
             if (file == kNoFile) continue;
-            auto module = syntax::parse_file(sources, file, diags);
+            auto module = timer.run("parse", [&] { return syntax::parse_file(sources, file, diags); });
             if (options.emit == "ast") syntax::print_ast(std::cout, sources, *module);
             continue;
         }
-        sema::Program program = sema::load_program(sources, diags, path, load);
+        auto program_owner = timer.run("parse", [&] {
+            return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, load));
+        });
+        sema::Program& program = *program_owner;
+        BuryAtExit bury_program(program_owner);
         if (program.modules.empty()) continue;
-        sema::resolve_program(sources, program, diags);
+        timer.run("resolve", [&] { sema::resolve_program(sources, program, diags); });
         // Refinements of generic functions (once each), then type and sharding inference
         // of each instantiation (on programs whose names resolve).
         if (options.stop_after_names || diags.has_errors()) continue;
-        sema::check_refinements(sources, program, diags);
+        timer.run("refine", [&] { sema::check_refinements(sources, program, diags); });
         if (diags.has_errors()) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
-        ir::Module gir = sema::infer_program(sources, program, diags, infer_options);
+        auto gir_owner = timer.run("infer", [&] {
+            return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
+        });
+        ir::Module& gir = *gir_owner;
+        BuryAtExit bury_gir(gir_owner);
         if (diags.has_errors()) continue;
-        if (auto problems = ir::verify_module(gir); !problems.empty()) {
+        auto problems = timer.run("verify", [&] { return ir::verify_module(gir); });
+        if (!problems.empty()) {
             for (const std::string& p : problems) std::cerr << "meshc: GIR verifier: " << p << "\n";
             internal_error("the checker produced invalid GIR", __FILE__, __LINE__);
         }
@@ -102,6 +172,7 @@ int run_check(const CheckOptions& options) {
         }
     }
     render(sources, diags, options.error_format, options.max_errors);
+    timer.report();
     return diags.has_errors() ? 1 : 0;
 }
 
@@ -121,6 +192,7 @@ int main(int argc, char** argv) {
     check_cmd->add_flag("--syntax-only", check.syntax_only, "Stop after parsing");
     check_cmd->add_option("--emit", check.emit, "Print an intermediate form: ast, gir")
         ->check(CLI::IsMember({"ast", "gir"}));
+    check_cmd->add_flag("--time-report", check.time_report, "Print the time each phase took (stderr)");
     check_cmd->add_flag("--names-only", check.stop_after_names,
                         "Stop after name resolution (no type, shape or sharding inference)");
     check_cmd->add_flag("--strict-comm", check.strict_comm,
