@@ -13,7 +13,7 @@
 namespace meshc::ir {
 namespace {
 
-using Axes = std::vector<uint8_t>;
+using Axes = sema::AxisList;
 
 AxisSet set_of(const Axes& axes) {
     AxisSet set = 0;
@@ -144,8 +144,8 @@ private:
     // ------------------------------------------------------------ ops
 
     void check_op(size_t index, const Op& op) {
-        std::string where = fmt::format("op {} ({})", index, op_name(op.kind));
-        auto bad = [&](const std::string& what) { problem(where + ": " + what); };
+        auto where_text = [&] { return fmt::format("op {} ({})", index, op_name(op.kind)); };
+        auto bad = [&](const std::string& what) { problem(where_text() + ": " + what); };
         bool operands_ok = true;
         for (ValueId id : op.operands) {
             if (id >= f_.types.size()) {
@@ -157,14 +157,14 @@ private:
         }
         for (const Region& region : op.regions) {
             for (ValueId a : region.args) {
-                if (a < f_.types.size()) define(a, where + " region argument");
+                if (a < f_.types.size()) define(a, "a region argument");
             }
             for (size_t i = 0; i < region.ops.size(); ++i) check_op(i, region.ops[i]);
             for (ValueId y : region.yields) {
                 if (y >= f_.types.size() || !defined_[y]) bad(fmt::format("yields {}, which is not defined", value(y)));
             }
         }
-        for (ValueId id : op.results) define(id, where + " result");
+        for (ValueId id : op.results) define(id, "an op result");
         bool results_ok = std::all_of(op.results.begin(), op.results.end(),
                                       [&](ValueId id) { return id < f_.types.size(); });
         if (!operands_ok || !results_ok) return;

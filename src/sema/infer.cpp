@@ -42,7 +42,7 @@ bool is_float(DType t) {
     return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
 }
 
-std::string mesh_axis_list(const Mesh& mesh, const std::vector<uint8_t>& axes) {
+std::string mesh_axis_list(const Mesh& mesh, const sema::AxisList& axes) {
     std::string s;
     for (uint8_t a : axes) s += (s.empty() ? "" : ", ") + mesh.axes[a].name;
     return s;
@@ -77,7 +77,7 @@ struct Val {
 struct AggType {
     enum Kind { Tensor, Tuple, Struct } kind = Tensor;
     TensorType tensor;
-    std::vector<std::string> dim_names;  // Tensor: size-variable name of each dim, or ""
+    std::vector<std::string_view> dim_names;  // Tensor: size-variable name of each dim, or ""
     std::vector<AggType> elems;          // Tuple elements; Struct fields
     const Item* item = nullptr;          // Struct
     std::shared_ptr<Binding> binding;    // Struct: its generic arguments
@@ -99,12 +99,12 @@ private:
     [[noreturn]] void fail(DiagCode code, Span span, std::string message,
                            std::vector<std::pair<std::string, Span>> notes = {});
     const TensorType& type(ValueId v) const { return f_.types[v]; }
-    ValueId emit(ir::Op op, TensorType type, std::vector<std::string> dim_names = {});
+    ValueId emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names = {});
     std::string type_str(const TensorType& t) const;
     const Mesh* mesh_of(const TensorType& t) const;
 
     int64_t eval_dim(const Dim& d);
-    TensorType type_from_ast(const Type& t, std::vector<std::string>* dim_names);
+    TensorType type_from_ast(const Type& t, std::vector<std::string_view>* dim_names);
     Layout layout_from_ast(const Type& t, const TensorType& partial_type, const Mesh& mesh);
     int32_t mesh_index(const Ident& name);
 
@@ -191,7 +191,7 @@ private:
     std::vector<std::pair<std::vector<ir::Op>*, size_t>> producer_;
     std::vector<ir::Op>* ops_ = nullptr;         // where emit() appends
     std::shared_ptr<AggType> result_type_;
-    std::vector<std::vector<std::string>> dim_names_;
+    std::vector<std::vector<std::string_view>> dim_names_;
     bool explicit_comm_ = false;
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
     const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
@@ -302,7 +302,7 @@ void FunctionBuilder::fail(DiagCode code, Span span, std::string message,
     throw Abandon{};
 }
 
-ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string> dim_names) {
+ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names) {
     ValueId v = f_.add_value(std::move(type));
     op.results = {v};
     flexible_.push_back(false);
@@ -424,7 +424,7 @@ Layout FunctionBuilder::layout_from_ast(const Type& t, const TensorType& tt, con
     return layout;
 }
 
-TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string>* dim_names) {
+TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string_view>* dim_names) {
     TensorType tt;
     switch (t.kind) {
     case TypeKind::Scalar: tt.dtype = t.dtype; return tt;
@@ -441,7 +441,7 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
         int64_t n = eval_dim(*d);
         if (n < 1) fail(DiagCode::E0307, d->span, fmt::format("a dim has size {}; sizes are at least 1", n));
         tt.shape.push_back(n);
-        if (dim_names) dim_names->push_back(d->kind == DimKind::Var ? std::string(d->name.name) : "");
+        if (dim_names) dim_names->push_back(d->kind == DimKind::Var ? d->name.name : std::string_view());
     }
     if (t.mesh) {
         tt.mesh = mesh_index(*t.mesh);
@@ -497,7 +497,7 @@ ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span, bool scalars_
     ir::Op op{ir::OpKind::Place};
     op.operands = {v};
     op.span = span;
-    std::vector<std::string> names = dim_names_[v];
+    std::vector<std::string_view> names = dim_names_[v];
     return emit(std::move(op), std::move(t), std::move(names));
 }
 
@@ -532,7 +532,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                                                     : "this function is `@explicit_comm`",
                            layout_to_string(t.layout, *mesh)));
     }
-    std::vector<std::string> names = dim_names_[v];
+    std::vector<std::string_view> names = dim_names_[v];
     return emit(std::move(op), std::move(t), std::move(names));
 }
 
@@ -578,7 +578,7 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
         ir::Op op{ir::OpKind::Place};
         op.operands = {v};
         op.span = span;
-        std::vector<std::string> names = dim_names_[v];
+        std::vector<std::string_view> names = dim_names_[v];
         return emit(std::move(op), std::move(off), std::move(names));
     }
     if (t.mesh >= 0 && t.mesh != target.mesh) place(v, target.mesh, span);  // reports E0405
@@ -1066,7 +1066,7 @@ void FunctionBuilder::lower_body() {
             weak_.push_back(false);
             producer_.push_back({nullptr, 0});
             dim_names_.push_back(leaf->dim_names.size() == leaf->tensor.rank() ? leaf->dim_names
-                                                                                 : std::vector<std::string>(leaf->tensor.rank()));
+                                                                                 : std::vector<std::string_view>(leaf->tensor.rank()));
             f_.params.push_back(v);
             values.push_back(v);
         }
@@ -1574,7 +1574,7 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     size_t rank = 0;
     for (ValueId o : operands) rank = std::max(rank, type(o).rank());
     std::vector<int64_t> shape(rank, 1);
-    std::vector<std::string> names(rank);
+    std::vector<std::string_view> names(rank);
     for (ValueId o : operands) {
         const TensorType& t = type(o);
         size_t off = rank - t.rank();
@@ -1735,7 +1735,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
         fail(DiagCode::E0308, span, fmt::format("element type mismatch: {} and {}", dtype_name(type(a).dtype), dtype_name(type(b).dtype)));
     }
     std::map<char, int64_t> size;
-    std::map<char, std::string> dname;
+    std::map<char, std::string_view> dname;
     auto note_sizes = [&](const std::string& idx, ValueId v) {
         for (size_t d = 0; d < idx.size(); ++d) {
             int64_t n = type(v).shape[d];
@@ -1767,9 +1767,9 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             b = reduce_partial(b, type(b).layout.partial, span, "a contraction of two pending sums");
         }
         const Mesh& m = in_.module_.meshes[mesh];
-        auto axes_of = [&](ValueId v, const std::string& idx, char c) -> std::vector<uint8_t> {
+        auto axes_of = [&](ValueId v, const std::string& idx, char c) -> sema::AxisList {
             auto p = idx.find(c);
-            return p == std::string::npos ? std::vector<uint8_t>{} : type(v).layout.dims[p];
+            return p == std::string::npos ? sema::AxisList{} : type(v).layout.dims[p];
         };
         // Agree on each index's split: a replicated side is sliced for free; two different
         // splits: the second operand follows the first.
@@ -1823,7 +1823,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
     t.dtype = weak_[a] ? type(b).dtype : type(a).dtype;
     t.mesh = mesh;
     t.layout = Layout::replicated(io.size());
-    std::vector<std::string> names;
+    std::vector<std::string_view> names;
     for (size_t d = 0; d < io.size(); ++d) {
         char c = io[d];
         t.shape.push_back(size[c]);
@@ -1864,7 +1864,7 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
     r.dtype = xt.dtype;
     r.mesh = xt.mesh;
     r.layout.partial = xt.layout.partial;
-    std::vector<std::string> names;
+    std::vector<std::string_view> names;
     AxisSet reduced_axes = 0;
     for (size_t d = 0; d < xt.rank(); ++d) {
         bool reduced = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
@@ -2479,7 +2479,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         r.shape = shape;
         r.layout = Layout::replicated(shape.size());
         r.layout.partial = xt.layout.partial;
-        std::vector<std::string> names(shape.size());
+        std::vector<std::string_view> names(shape.size());
         for (size_t d = 0; d < xt.rank(); ++d) {
             if (xt.shape[d] == shape[off + d]) {
                 r.layout.dims[off + d] = xt.layout.dims[d];
@@ -2519,7 +2519,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         op.dim = static_cast<int32_t>(d);
         op.ints = {b, n};
         op.span = call.span;
-        std::vector<std::string> names = dim_names_[x];
+        std::vector<std::string_view> names = dim_names_[x];
         names[d] = "";
         return emit(std::move(op), std::move(r), std::move(names));
     }
@@ -2585,7 +2585,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         r.dtype = DType::F32;
         r.shape.push_back(n);
         r.layout.dims.emplace_back();
-        std::vector<std::string> names = dim_names_[ids];
+        std::vector<std::string_view> names = dim_names_[ids];
         names.emplace_back();
         ir::Op op{ir::OpKind::OneHot};
         op.operands = {ids};
@@ -2624,10 +2624,10 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         TensorType r = type(ids);
         r.dtype = type(table).dtype;
         r.shape.push_back(type(table).shape[1]);
-        r.layout.dims.push_back(type(table).layout.dims.empty() ? std::vector<uint8_t>{} : type(table).layout.dims[1]);
+        r.layout.dims.push_back(type(table).layout.dims.empty() ? sema::AxisList{} : type(table).layout.dims[1]);
         // A table split over its vocabulary: each device looks up its rows, zeros elsewhere.
         for (uint8_t a : type(table).layout.dims[0]) r.layout.partial |= sema::axis_bit(a);
-        std::vector<std::string> names = dim_names_[ids];
+        std::vector<std::string_view> names = dim_names_[ids];
         names.push_back(dim_names_[table][1]);
         ir::Op op{ir::OpKind::Embedding};
         op.operands = {table, ids};
@@ -2656,7 +2656,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
         const TensorType& xt = type(x);
         TensorType r = xt;
-        std::vector<std::string> names;
+        std::vector<std::string_view> names;
         for (size_t d = 0; d < perm.size(); ++d) {
             auto k = static_cast<size_t>(perm[d]);
             r.shape[d] = xt.shape[k];
@@ -2739,7 +2739,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         for (size_t i = 0; i < mesh.axes.size(); ++i) {
             if (axes & sema::axis_bit(i)) group.push_back(static_cast<uint8_t>(i));
         }
-        auto ends_with_group = [&](const std::vector<uint8_t>& axes_of_dim) {
+        auto ends_with_group = [&](const sema::AxisList& axes_of_dim) {
             if (axes_of_dim.size() < group.size()) return false;
             AxisSet tail = 0;
             for (size_t i = axes_of_dim.size() - group.size(); i < axes_of_dim.size(); ++i) tail |= sema::axis_bit(axes_of_dim[i]);

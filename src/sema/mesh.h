@@ -5,7 +5,9 @@
 // the cost model (cost_model.h) and `meshc explain`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +19,9 @@ namespace meshc::sema {
 /// LANGUAGE.md section 8: an axis declared without a link gets 5 µs and 100 GB/s.
 inline constexpr double kDefaultLatency = 5e-6;
 inline constexpr double kDefaultBandwidth = 1e11;
-/// Axes per mesh (AxisSet is a 64-bit mask over axis indices).
-inline constexpr size_t kMaxMeshAxes = 64;
+/// Axes per mesh (name resolution reports E0302 beyond it): one dim can then be split
+/// over all of them with an inline AxisList.
+inline constexpr size_t kMaxMeshAxes = 15;
 
 struct MeshAxis {
     std::string name;
@@ -47,13 +50,48 @@ struct Mesh {
 /// sizes >= 1, known link properties).
 Mesh mesh_from_item(const ast::Item& item);
 
+/// The mesh axes splitting one dim, major first: a small list stored inline, since
+/// every value's type holds one per dim and types are copied often.
+class AxisList {
+public:
+    AxisList() = default;
+    AxisList(std::initializer_list<uint8_t> axes) {
+        for (uint8_t a : axes) push_back(a);
+    }
+    AxisList(const uint8_t* first, const uint8_t* last) {
+        for (; first != last; ++first) push_back(*first);
+    }
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    void push_back(uint8_t axis) {
+        if (size_ < kMaxMeshAxes) axes_[size_++] = axis;  // a type uses each axis once
+    }
+    void pop_back() { --size_; }
+    uint8_t back() const { return axes_[size_ - 1]; }
+    uint8_t operator[](size_t i) const { return axes_[i]; }
+    void clear() { size_ = 0; }
+    void resize(size_t n) {
+        while (size_ < n && size_ < kMaxMeshAxes) axes_[size_++] = 0;
+        if (n < size_) size_ = static_cast<uint8_t>(n);
+    }
+    const uint8_t* begin() const { return axes_; }
+    const uint8_t* end() const { return axes_ + size_; }
+    friend bool operator==(const AxisList& a, const AxisList& b) {
+        return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    }
+
+private:
+    uint8_t axes_[kMaxMeshAxes] = {};
+    uint8_t size_ = 0;
+};
+
 struct Layout {
     /// Per tensor dim: the mesh axes splitting it, major first (empty: not split).
-    std::vector<std::vector<uint8_t>> dims;
+    std::vector<AxisList> dims;
     /// Axes over which the global value is the sum of the per-device values.
     AxisSet partial = 0;
 
-    static Layout replicated(size_t rank) { return Layout{std::vector<std::vector<uint8_t>>(rank), 0}; }
+    static Layout replicated(size_t rank) { return Layout{std::vector<AxisList>(rank), 0}; }
     AxisSet split_axes() const;
     bool is_replicated() const { return split_axes() == 0 && partial == 0; }
     /// Number of pieces dim `d` is split into on `mesh`.

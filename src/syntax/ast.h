@@ -261,7 +261,7 @@ private:
         size_t offset = (chunk_used_ + align - 1) & ~(align - 1);
         if (chunks_.empty() || offset + size > chunk_size_) {
             chunk_size_ = std::max<size_t>(kChunkBytes, size + align);
-            chunks_.push_back(std::make_unique<std::byte[]>(chunk_size_));
+            chunks_.push_back(std::unique_ptr<std::byte[]>(new std::byte[chunk_size_]));  // no zeroing
             offset = 0;
         }
         chunk_used_ = offset + size;

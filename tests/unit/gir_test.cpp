@@ -56,7 +56,7 @@ TensorType tensor(std::vector<int64_t> shape, std::vector<std::vector<uint8_t>> 
     t.dtype = dtype;
     t.shape = std::move(shape);
     t.mesh = 0;
-    t.layout.dims = std::move(dims);
+    for (const auto& d : dims) t.layout.dims.emplace_back(d.data(), d.data() + d.size());
     t.layout.partial = partial;
     return t;
 }
