@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -28,9 +29,17 @@ namespace {
 using namespace meshc::ast;
 using ir::TensorType;
 using ir::ValueId;
+using sema::AxisList;
 
 // Thrown after a diagnostic has been emitted, to abandon the current instantiation.
 struct Abandon {};
+// Thrown when a choice made in this instantiation turned out costlier than its
+// alternative: the instantiation is lowered again with the alternative (a hint).
+struct Retry {};
+
+// Identifies a source construct across attempts.
+using SpanKey = std::tuple<FileId, uint32_t, uint32_t>;
+SpanKey key_of(Span s) { return {s.file, s.begin, s.end}; }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
     std::string s = "[";
@@ -143,6 +152,7 @@ private:
     void assign(const Expr& target, Val value, Span span);
     size_t field_index(const Item& item, const Ident& name);
     Val lower_if(const Expr& e, bool as_value);
+    AggType join_type(const AggType& a, const AggType& b);
     void lower_for(const Stmt& s);
     Val lower_block_value(const Block& b, bool as_value);
     std::vector<std::string_view> assigned_vars(const Block& b);
@@ -195,6 +205,17 @@ private:
     bool explicit_comm_ = false;
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
     const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
+    // Contractions that left a pending sum where a gather was the alternative: what the
+    // gather would have cost, and what completing the sum has cost so far.
+    struct Choice {
+        SpanKey where;
+        double gather_cost;
+        double paid;
+    };
+    std::map<ValueId, Choice> choices_;
+    bool choice_pending_ = false;
+    double pending_gather_cost_ = 0;
+    void settle_choices();
 };
 
 class Inferer {
@@ -237,11 +258,25 @@ public:
         f.span = fn.name.span;
         for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
         bool ok = true;
-        try {
-            FunctionBuilder builder(*this, f, fn, module_index, binding);
-            builder.lower_body();
-        } catch (const Abandon&) {
-            ok = false;
+        size_t diagnostics_before = diags_.diagnostics().size();
+        for (int attempt = 0;; ++attempt) {
+            try {
+                FunctionBuilder builder(*this, f, fn, module_index, binding);
+                builder.lower_body();
+            } catch (const Abandon&) {
+                ok = false;
+            } catch (const Retry&) {
+                if (attempt < 4) {
+                    diags_.truncate(diagnostics_before);
+                    ir::Function fresh;
+                    fresh.name = f.name;
+                    fresh.span = f.span;
+                    fresh.instance = f.instance;
+                    f = std::move(fresh);
+                    continue;
+                }
+            }
+            break;
         }
         active_.erase(&fn);
         module_.functions[index] = std::move(f);
@@ -282,6 +317,8 @@ public:
     std::map<std::string, int32_t> instances_;
     std::set<const Item*> active_;
     std::set<int32_t> failed_;
+    /// Contractions with a one-sided contracted split where gathering is the better plan.
+    std::set<SpanKey> gather_hints_;
 };
 
 // ==================================================================== FunctionBuilder
@@ -532,8 +569,24 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                                                     : "this function is `@explicit_comm`",
                            layout_to_string(t.layout, *mesh)));
     }
+    if (auto choice = choices_.find(v); choice != choices_.end() && mesh &&
+        (kind == ir::OpKind::AllReduce || kind == ir::OpKind::ReduceScatter)) {
+        CollectiveKind ck = kind == ir::OpKind::AllReduce ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter;
+        choice->second.paid += collective_cost(ck, *mesh, axes, static_cast<double>(type(v).local_bytes(mesh))).seconds;
+    }
     std::vector<std::string_view> names = dim_names_[v];
     return emit(std::move(op), std::move(t), std::move(names));
+}
+
+void FunctionBuilder::settle_choices() {
+    bool retry = false;
+    for (const auto& [v, c] : choices_) {
+        if (c.paid > c.gather_cost && !in_.gather_hints_.count(c.where)) {
+            in_.gather_hints_.insert(c.where);
+            retry = true;
+        }
+    }
+    if (retry) throw Retry{};
 }
 
 ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason) {
@@ -631,11 +684,16 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
     }
     // 2. Pending sums the target has and the value does not: free.
     if (AxisSet add = target.partial & ~cur.partial) {
-        if (cur.split_axes() & add) {
-            // {d: a} -> partial {a}: the local slice placed in a zero tensor (free), which
-            // unsplits d; handled as gather-free by keeping the split out of the partial.
-        }
+        // {d: a} -> partial {a}: the local slice placed in a zero tensor of the unsplit
+        // size (free), so d loses a.
         Layout next = cur;
+        for (auto& axes : next.dims) {
+            AxisList kept;
+            for (uint8_t a : axes) {
+                if (!(add & sema::axis_bit(a))) kept.push_back(a);
+            }
+            axes = kept;
+        }
         next.partial |= add;
         v = collective(ir::OpKind::MakePartial, v, add, -1, -1, next, span, reason, inserted);
         cur = next;
@@ -1089,6 +1147,7 @@ void FunctionBuilder::lower_body() {
     for (ValueId v = 0; v < flexible_.size(); ++v) {
         if (flexible_[v]) fix_layout(v, f_.types[v].mesh, Layout::replicated(f_.types[v].rank()));
     }
+    settle_choices();
 }
 
 namespace {
@@ -1405,6 +1464,36 @@ ValueId FunctionBuilder::scalar_condition(const Expr& e, DType want, const char*
     return c;
 }
 
+// Where two values meet (the branches of an `if`): the layout with more splits when the
+// other is the same without them (slicing is free), else the first.
+AggType FunctionBuilder::join_type(const AggType& a, const AggType& b) {
+    if (a.kind != AggType::Tensor || b.kind != AggType::Tensor) {
+        AggType out = a;
+        for (size_t i = 0; i < out.elems.size() && i < b.elems.size(); ++i) out.elems[i] = join_type(a.elems[i], b.elems[i]);
+        return out;
+    }
+    const TensorType& x = a.tensor;
+    const TensorType& y = b.tensor;
+    if (x.shape != y.shape || x.dtype != y.dtype || x.layout == y.layout || x.layout.partial || y.layout.partial) return a;
+    auto refines = [](const Layout& more, const Layout& less) {
+        // `less` is `more` with some trailing axes of some dims dropped.
+        for (size_t d = 0; d < more.dims.size(); ++d) {
+            const AxisList& m = more.dims[d];
+            const AxisList& l = less.dims[d];
+            if (l.size() > m.size() || !std::equal(l.begin(), l.end(), m.begin())) return false;
+        }
+        return true;
+    };
+    if (x.mesh >= 0 && y.mesh >= 0 && x.mesh != y.mesh) return a;
+    if (refines(y.layout, x.layout)) {
+        AggType out = a;
+        out.tensor.layout = y.layout;
+        out.tensor.mesh = y.mesh >= 0 ? y.mesh : x.mesh;
+        return out;
+    }
+    return a;
+}
+
 Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
     ValueId cond = scalar_condition(*e.cond, DType::Bool, "the condition of `if`");
     bool has_else = e.else_block || e.else_if;
@@ -1434,29 +1523,27 @@ Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
     op.operands = {cond};
     op.span = e.span;
     std::vector<ir::Op>* saved = ops_;
-    std::optional<AggType> value_type;
-    auto branch = [&](auto&& lower) {
-        ir::Region r = open_region({});
-        ops_ = &r.ops;
-        Val v = lower();
-        if (as_value) {
-            settle(v);
-            if (!value_type) value_type = type_of_val(v);
-            v = coerce_val(std::move(v), *value_type, e.span, "the value of the other branch of `if`");
-            flatten(v, r.yields, e.span);
-        }
+    // Both branches are lowered first; then their values meet in one type (the join),
+    // converted inside each branch; the regions close last.
+    struct Branch {
+        ir::Region region;
+        Val value;
+        std::vector<Val> vars;
+    };
+    Branch branches[2];
+    auto run = [&](Branch& br, auto&& lower) {
+        ops_ = &br.region.ops;
+        br.value = lower();
+        if (as_value) settle(br.value);
         for (size_t i = 0; i < vars.size(); ++i) {
             Binding_* b = find_binding(vars[i]);
-            Val now = coerce_val(b->value, entry_types[i], e.span,
-                                 fmt::format("the variable `{}` (a `var` keeps the layout of its first value)", vars[i]));
-            flatten(now, r.yields, e.span);
+            br.vars.push_back(b->value);
             b->value = entry[i];  // the other branch starts from the entry values
         }
-        close_region(r, saved);
-        op.regions.push_back(std::move(r));
+        ops_ = saved;
     };
-    branch([&] { return lower_block_value(*e.then_block, as_value); });
-    branch([&] {
+    run(branches[0], [&] { return lower_block_value(*e.then_block, as_value); });
+    run(branches[1], [&] {
         if (e.else_block) return lower_block_value(*e.else_block, as_value);
         if (e.else_if) {
             statement_call_ = nullptr;
@@ -1464,6 +1551,22 @@ Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
         }
         return Val::tensor(ir::kNoValue);
     });
+    std::optional<AggType> value_type;
+    if (as_value) value_type = join_type(type_of_val(branches[0].value), type_of_val(branches[1].value));
+    for (Branch& br : branches) {
+        ops_ = &br.region.ops;
+        if (as_value) {
+            Val v = coerce_val(std::move(br.value), *value_type, e.span, "the value of the other branch of `if`");
+            flatten(v, br.region.yields, e.span);
+        }
+        for (size_t i = 0; i < vars.size(); ++i) {
+            Val now = coerce_val(br.vars[i], entry_types[i], e.span,
+                                 fmt::format("the variable `{}` (a `var` keeps the layout of its first value)", vars[i]));
+            flatten(now, br.region.yields, e.span);
+        }
+        close_region(br.region, saved);
+        op.regions.push_back(std::move(br.region));
+    }
     // Results: the value (if any), then the variables.
     std::vector<ValueId> results;
     for (ValueId y : op.regions[0].yields) results.push_back(new_value(type(y)));
@@ -1620,7 +1723,9 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             leader = o;
         }
     }
-    for (ValueId& o : operands) o = place(o, mesh, span);
+    for (ValueId& o : operands) {
+        if (!flexible_[o]) o = place(o, mesh, span);  // flexible ones take the result's layout below
+    }
     Layout result = Layout::replicated(rank);
     if (!all_flexible && leader != ir::kNoValue && mesh >= 0) {
         // Pending sums: linear ops keep them (operands made partial for free); `*` and
@@ -1650,6 +1755,13 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
         for (size_t d = 0; d < lt.rank(); ++d) {
             if (lt.shape[d] == shape[loff + d]) result.dims[loff + d] = lt.layout.dims[d];
         }
+        // An axis cannot both split the result and be pending on it: complete that sum.
+        if (AxisSet conflict = partial & result.split_axes()) {
+            for (ValueId& o : operands) {
+                o = reduce_partial(o, conflict, span, "the pending sum is over an axis that splits the result");
+            }
+            partial &= ~conflict;
+        }
         result.partial = partial;
         for (ValueId& o : operands) {
             const TensorType& ot = type(o);
@@ -1665,7 +1777,14 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 if (is_linear(ew) && partial) o = plan_coercion(o, mesh, Layout{want.dims, partial}, span, "a sum with a pending sum", true);
                 continue;
             }
-            if (ot.rank() == 0 && ot.mesh < 0) continue;  // unplaced scalar: replicated everywhere
+            if (ot.rank() == 0 && ot.mesh < 0) {
+                // An unplaced scalar is replicated everywhere; added to a pending sum it is
+                // kept on one device of each group (free).
+                if (!(is_linear(ew) && partial)) continue;
+                o = place(o, mesh, span, true);
+                o = plan_coercion(o, mesh, Layout{{}, partial}, span, "a sum with a pending sum", true);
+                continue;
+            }
             o = place(o, mesh, span);
             if (is_linear(ew) && ot.layout.partial != partial) want.partial = partial;
             o = plan_coercion(o, mesh, want, span,
@@ -1780,6 +1899,37 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             bool in_a = ia.find(c) != std::string::npos, in_b = ib.find(c) != std::string::npos;
             if (!in_a || !in_b || sa == sb) continue;
             bool contracted = io.find(c) == std::string::npos;
+            if (contracted && (sa.empty() || sb.empty())) {
+                // Split on one side only: slice the other (free) and leave a pending sum,
+                // whose completion costs an all_reduce of the result, or gather the split
+                // side now. The cheaper under the cost model wins.
+                bool a_split = !sa.empty();
+                ValueId split = a_split ? a : b;
+                const AxisList& axes = a_split ? sa : sb;
+                AxisSet group = 0;
+                for (uint8_t x : axes) group |= sema::axis_bit(x);
+                double gathered = static_cast<double>(type(split).local_bytes(&m)) * static_cast<double>(m.group_size(group));
+                double out_bytes = static_cast<double>(ir::dtype_bytes(type(a).dtype));
+                for (char oc : io) {
+                    auto p = ia.find(oc);
+                    const AxisList& ax = p != std::string::npos ? want_a.dims[p] : want_b.dims[ib.find(oc)];
+                    int64_t factor = 1;
+                    for (uint8_t x : ax) factor *= m.axes[x].size;
+                    out_bytes *= static_cast<double>(size[oc] / factor);
+                }
+                // Slicing is free, and the pending sum may never need completing (a
+                // `partial` result, or a sum taken later); so slice, remember what a
+                // gather would have cost, and lower the function again with the gather
+                // if completing the sum turns out dearer (see settle_choices()).
+                double gather_cost = collective_cost(CollectiveKind::AllGather, m, group, gathered).seconds;
+                (void)out_bytes;
+                if (in_.gather_hints_.count(key_of(span))) {
+                    (a_split ? want_a.dims[ia.find(c)] : want_b.dims[ib.find(c)]).clear();
+                    continue;
+                }
+                pending_gather_cost_ += gather_cost;
+                choice_pending_ = true;
+            }
             if (sb.empty()) {
                 want_b.dims[ib.find(c)] = sa;
             } else if (sa.empty()) {
@@ -1787,7 +1937,6 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             } else {
                 want_b.dims[ib.find(c)] = sa;
             }
-            (void)contracted;
         }
         // An axis may split only one index of the result (and not be pending as well).
         AxisSet used = 0;
@@ -1846,7 +1995,13 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
     op.text = spec;
     op.operands = {a, b};
     op.span = span;
-    return emit(std::move(op), std::move(t), std::move(names));
+    ValueId v = emit(std::move(op), std::move(t), std::move(names));
+    if (choice_pending_) {
+        choices_[v] = Choice{key_of(span), pending_gather_cost_, 0};
+        choice_pending_ = false;
+        pending_gather_cost_ = 0;
+    }
+    return v;
 }
 
 // ---------------------------------------------------------------- reductions
@@ -1956,12 +2111,16 @@ ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, S
         // Trailing size-1 dims join the group.
         size_t ni = i - i0, no = o - o0;
         if (!mesh) continue;
+        // The outer dims of the group, size-1 dims skipped (they are never split).
+        size_t outer_in = i0, outer_out = o0;
+        while (outer_in + 1 < i && t.shape[outer_in] == 1) ++outer_in;
+        while (outer_out + 1 < o && shape[outer_out] == 1) ++outer_out;
         bool inner_unsplit = true;
-        for (size_t k = i0 + 1; k < i; ++k) inner_unsplit &= in_layout.dims[k].empty();
-        if (ni >= 1 && no >= 1 && inner_unsplit && !in_layout.dims[i0].empty()) {
-            int64_t factor = in_layout.split_factor(*mesh, i0);
-            if (shape[o0] % factor == 0) {
-                out_layout.dims[o0] = in_layout.dims[i0];
+        for (size_t k = outer_in + 1; k < i; ++k) inner_unsplit &= in_layout.dims[k].empty();
+        if (ni >= 1 && no >= 1 && inner_unsplit && !in_layout.dims[outer_in].empty()) {
+            int64_t factor = in_layout.split_factor(*mesh, outer_in);
+            if (shape[outer_out] % factor == 0) {
+                out_layout.dims[outer_out] = in_layout.dims[outer_in];
                 continue;
             }
         }
@@ -2555,11 +2714,19 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
         }
         lead.dims[d].clear();
-        lead.partial = 0;
+        // Concatenation is linear: parts pending over the same axes stay pending.
+        AxisSet common = type(parts[0]).layout.partial;
+        for (ValueId p : parts) {
+            if (type(p).layout.partial != common) common = 0;
+        }
+        lead.partial = common;
         for (ValueId& p : parts) {
             p = place(p, mesh, call.span, true);
             if (flexible_[p]) {
-                fix_layout(p, mesh, lead);
+                Layout plain = lead;
+                plain.partial = 0;
+                fix_layout(p, mesh, plain);
+                if (lead.partial) p = plan_coercion(p, mesh, lead, call.span, "`concat` of pending sums", true);
             } else if (mesh >= 0) {
                 p = plan_coercion(p, mesh, lead, call.span, "`concat` needs its parts laid out alike, the joined dim unsplit", true);
             }
@@ -2701,6 +2868,10 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
                 for (const Ident& a : en.axes) {
                     auto idx = mesh->axis_index(a.name);
                     if (!idx) fail(DiagCode::E0401, a.span, fmt::format("mesh `{}` has no axis `{}`", mesh->name, a.name));
+                    if (target.split_axes() & sema::axis_bit(*idx)) {
+                        fail(DiagCode::E0402, a.span, fmt::format("mesh axis `{}` is used twice in this layout", a.name),
+                             {{"a mesh axis can split one dim, once", {}}});
+                    }
                     target.dims[static_cast<size_t>(d)].push_back(static_cast<uint8_t>(*idx));
                 }
                 if (type(x).shape[static_cast<size_t>(d)] % target.split_factor(*mesh, static_cast<size_t>(d)) != 0) {
@@ -2766,6 +2937,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         const Expr* to_e = named_arg("to");
         if (!to_e) fail(DiagCode::E0309, call.span, "`all_to_all` needs `to:`");
         auto d2 = static_cast<size_t>(axis_arg(*to_e, x));
+        if (d2 == d) fail(DiagCode::E0407, to_e->span, "`all_to_all` moves axes from one dim to another: `from:` and `to:` are the same dim");
         for (uint8_t a : group) l.dims[d2].push_back(a);
         if (t.shape[d2] % l.split_factor(mesh, d2) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d2, t.shape[d2], l.split_factor(mesh, d2)));
         return collective(ir::OpKind::AllToAll, x, axes, static_cast<int32_t>(d), static_cast<int32_t>(d2), l, call.span, "written by the user", false);

@@ -99,6 +99,13 @@ Diagnostic& DiagnosticEngine::emit(DiagCode code, Span span, std::string message
     return diagnostics_.back();
 }
 
+void DiagnosticEngine::truncate(size_t count) {
+    if (count >= diagnostics_.size()) return;
+    diagnostics_.resize(count);
+    error_count_ = 0;
+    for (const Diagnostic& d : diagnostics_) error_count_ += d.severity == Severity::Error ? 1 : 0;
+}
+
 std::vector<Diagnostic> DiagnosticEngine::sorted() const {
     std::vector<Diagnostic> result = diagnostics_;
     std::stable_sort(result.begin(), result.end(), [](const Diagnostic& a, const Diagnostic& b) {

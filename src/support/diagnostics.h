@@ -58,6 +58,10 @@ public:
     size_t error_count() const { return error_count_; }
     bool has_errors() const { return error_count_ > 0; }
 
+    /// Drops the diagnostics emitted after the first `count` (a phase that redoes work
+    /// after a better choice discards what the first try reported).
+    void truncate(size_t count);
+
     /// Diagnostics sorted by file and position (stable for equal positions).
     std::vector<Diagnostic> sorted() const;
 
