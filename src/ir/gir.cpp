@@ -417,9 +417,14 @@ std::string type_to_string(const Module& module, const TensorType& type) {
 }
 
 std::string function_label(const Function& function) {
-    if (function.instance.empty()) return function.name;
+    if (function.instance.empty() && function.mesh_instance.empty()) return function.name;
     std::string out = function.name + "[";
     bool first = true;
+    for (const auto& [var, mesh] : function.mesh_instance) {
+        if (!first) out += ", ";
+        first = false;
+        out += fmt::format("{} = {}", var, mesh);
+    }
     for (const auto& [var, size] : function.instance) {
         if (!first) out += ", ";
         first = false;

@@ -105,6 +105,7 @@ void for_each_op(const std::vector<Op>& ops, F&& fn) {
 struct Function {
     std::string name;
     std::map<std::string, int64_t> instance;  // size variables of a generic function
+    std::map<std::string, std::string> mesh_instance;  // its mesh parameters: `M` -> `Pod`
     std::vector<ValueId> params;
     std::vector<ValueId> results;
     std::vector<TensorType> types;  // indexed by ValueId

@@ -257,6 +257,7 @@ public:
         f.name = std::string(fn.name.name);
         f.span = fn.name.span;
         for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
+        for (const auto& [n, m] : binding.meshes) f.mesh_instance[std::string(n)] = module_.meshes[static_cast<size_t>(m)].name;
         bool ok = true;
         size_t diagnostics_before = diags_.diagnostics().size();
         for (int attempt = 0;; ++attempt) {
@@ -272,6 +273,7 @@ public:
                     fresh.name = f.name;
                     fresh.span = f.span;
                     fresh.instance = f.instance;
+                    fresh.mesh_instance = f.mesh_instance;
                     f = std::move(fresh);
                     continue;
                 }
