@@ -11,6 +11,7 @@
 #include "sema/infer.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -217,6 +218,13 @@ private:
     bool choice_pending_ = false;
     double pending_gather_cost_ = 0;
     void settle_choices();
+    double* dry_cost_ = nullptr;  // set while costing a plan without emitting it
+    Layout dry_layout_;
+    double coercion_cost(ValueId v, int32_t mesh, const Layout& target);
+    // The type the expression at expected_span_ is converted to right away (a result
+    // type, an annotation): lets a choice count the conversion that follows it.
+    const TensorType* expected_ = nullptr;
+    Span expected_span_;
 };
 
 class Inferer {
@@ -711,6 +719,26 @@ ValueId FunctionBuilder::place(ValueId v, int32_t mesh, Span span, bool scalars_
 ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim,
                                     int32_t dim2, Layout result, Span span,
                                     const std::string& reason, bool inserted) {
+    if (dry_cost_) {
+        // Costing a plan: add what this step would cost (LANGUAGE.md 6 and 8), emit nothing.
+        TensorType in = type(v);
+        in.layout = dry_layout_;
+        TensorType out = in;
+        out.layout = result;
+        const Mesh* mesh = mesh_of(in);
+        std::optional<CollectiveKind> ck;
+        int64_t bytes = 0;
+        switch (kind) {
+        case ir::OpKind::AllReduce: ck = CollectiveKind::AllReduce; bytes = in.local_bytes(mesh); break;
+        case ir::OpKind::ReduceScatter: ck = CollectiveKind::ReduceScatter; bytes = in.local_bytes(mesh); break;
+        case ir::OpKind::AllGather: ck = CollectiveKind::AllGather; bytes = out.local_bytes(mesh); break;
+        case ir::OpKind::AllToAll: ck = CollectiveKind::AllToAll; bytes = in.local_bytes(mesh); break;
+        default: break;
+        }
+        if (ck && mesh) *dry_cost_ += collective_cost(*ck, *mesh, axes, static_cast<double>(bytes)).seconds;
+        dry_layout_ = std::move(result);
+        return v;
+    }
     ir::Op op{kind};
     op.operands = {v};
     op.axes = axes;
@@ -822,6 +850,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
                                        const std::string& reason, bool inserted) {
     const Mesh& mesh = in_.module_.meshes[mesh_index];
     Layout cur = type(v).layout;
+    if (dry_cost_) dry_layout_ = cur;
     if (cur == target) return v;
     size_t rank = cur.dims.size();
 
@@ -840,7 +869,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             next.partial &= ~added;
             next.dims[d] = t;
             v = collective(ir::OpKind::ReduceScatter, v, added, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-            ops_->back().reduce = ir::ReduceKind::Sum;
+            if (!dry_cost_) ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
             remove &= ~added;
         }
@@ -848,7 +877,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             Layout next = cur;
             next.partial &= ~remove;
             v = collective(ir::OpKind::AllReduce, v, remove, -1, -1, next, span, reason, inserted);
-            ops_->back().reduce = ir::ReduceKind::Sum;
+            if (!dry_cost_) ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
         }
     }
@@ -929,6 +958,24 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
     MESHC_ASSERT(cur == target, fmt::format("coercion plan did not reach {} from {}",
                                             layout_to_string(target, mesh), layout_to_string(cur, mesh)));
     return v;
+}
+
+// What converting v to `target` would cost, by the plan plan_coercion() would choose;
+// infinity when there is no such plan.
+double FunctionBuilder::coercion_cost(ValueId v, int32_t mesh, const Layout& target) {
+    if (type(v).layout == target) return 0;
+    double cost = 0;
+    double* saved = dry_cost_;
+    Layout saved_layout = dry_layout_;
+    dry_cost_ = &cost;
+    try {
+        plan_coercion(v, mesh, target, {}, {}, true);
+    } catch (const InternalError&) {
+        cost = std::numeric_limits<double>::infinity();
+    }
+    dry_cost_ = saved;
+    dry_layout_ = std::move(saved_layout);
+    return cost;
 }
 
 // ---------------------------------------------------------------- body
@@ -1176,8 +1223,15 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
             bind_pattern(*s.pattern, Val::tensor(lower_load(*s.value, agg_type_from_ast(*s.type))), s.span);
             return;
         }
+        std::optional<AggType> annotated;
+        if (s.type) annotated = agg_type_from_ast(*s.type);
+        if (annotated && annotated->kind == AggType::Tensor) {
+            expected_ = &annotated->tensor;
+            expected_span_ = s.value->span;
+        }
         Val v = eval(*s.value);
-        if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        expected_ = nullptr;
+        if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
         bind_pattern(*s.pattern, std::move(v), s.span);
         return;
     }
@@ -1337,7 +1391,12 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
                                                     const Expr* tail, const AggType* rt) {
     auto finish = [&](const Expr* value, Span span) -> std::optional<Val> {
         if (!value) return std::nullopt;
+        if (rt && rt->kind == AggType::Tensor) {
+            expected_ = &rt->tensor;
+            expected_span_ = value->span;
+        }
         Val v = eval(*value);
+        expected_ = nullptr;
         if (!rt) return v;
         return coerce_val(std::move(v), *rt, span, fmt::format("the result type of `{}`", item_.name.name));
     };
@@ -1919,11 +1978,61 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 partial = 0;
             }
         }
+        // Among operands with a layout, the one whose layout the others reach most
+        // cheaply leads (ties: the first rule above).
+        auto aligned = [&](ValueId from, ValueId to) {
+            const TensorType& ft = type(from);
+            const TensorType& tt = type(to);
+            Layout want = Layout::replicated(tt.rank());
+            size_t foff = rank - ft.rank(), toff = rank - tt.rank();
+            for (size_t d = 0; d < tt.rank(); ++d) {
+                size_t rd = toff + d;
+                if (rd < foff || tt.shape[d] != shape[rd]) continue;
+                if (ft.shape[rd - foff] == shape[rd]) want.dims[d] = ft.layout.dims[rd - foff];
+            }
+            want.partial = tt.layout.partial;
+            return want;
+        };
+        double best = std::numeric_limits<double>::infinity();
+        ValueId best_leader = leader;
+        for (ValueId cand : operands) {
+            if (flexible_[cand] || type(cand).mesh < 0 || type(cand).rank() == 0) continue;
+            double cost = 0;
+            for (ValueId o : operands) {
+                if (o == cand || flexible_[o] || type(o).mesh < 0 || type(o).rank() == 0) continue;
+                cost += coercion_cost(o, mesh, aligned(cand, o));
+            }
+            // The value's consumer: converting the result to what it expects counts too.
+            if (expected_ && expected_->mesh == mesh && key_of(expected_span_) == key_of(span) &&
+                expected_->shape == shape && type(cand).rank() == rank) {
+                cost += coercion_cost(cand, mesh, expected_->layout);
+            }
+            if (cost < best || (cost == best && cand == leader)) {
+                best = cost;
+                best_leader = cand;
+            }
+        }
+        leader = best_leader;
         // The leader's splits, aligned to the result; others are sliced (free) or coerced.
         const TensorType& lt = type(leader);
         size_t loff = rank - lt.rank();
         for (size_t d = 0; d < lt.rank(); ++d) {
             if (lt.shape[d] == shape[loff + d]) result.dims[loff + d] = lt.layout.dims[d];
+        }
+        // Splits of the others on dims the leader leaves whole, over axes nothing else
+        // uses, join the result: the leader is sliced there for free.
+        for (ValueId o : operands) {
+            if (o == leader || flexible_[o] || type(o).mesh < 0) continue;
+            const TensorType& ot = type(o);
+            size_t off = rank - ot.rank();
+            for (size_t d = 0; d < ot.rank(); ++d) {
+                const AxisList& axes = ot.layout.dims[d];
+                if (axes.empty() || ot.shape[d] != shape[off + d] || !result.dims[off + d].empty()) continue;
+                AxisSet bits = 0;
+                for (uint8_t a : axes) bits |= sema::axis_bit(a);
+                if ((result.split_axes() | partial) & bits) continue;
+                result.dims[off + d] = axes;
+            }
         }
         // An axis cannot both split the result and be pending on it: complete that sum.
         if (AxisSet conflict = partial & result.split_axes()) {
