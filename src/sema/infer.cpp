@@ -134,6 +134,10 @@ private:
     struct Binding_ {
         Val value;
         bool is_var = false;
+        // A `var` whose first value was still flexible (created without a layout): its
+        // layout may follow its later assignments (see assign()).
+        bool flexible_start = false;
+        Span decl;
     };
     AggType agg_type_from_ast(const Type& t);
     AggType struct_type(const Item& item, Binding inner);
@@ -497,6 +501,8 @@ public:
     std::set<int32_t> failed_;
     /// Contractions with a one-sided contracted split where gathering is the better plan.
     std::set<SpanKey> gather_hints_;
+    /// Vars (by declaration) whose layout follows a later assignment: (mesh, layout).
+    std::map<SpanKey, std::pair<int32_t, Layout>> var_hints_;
 };
 
 // ==================================================================== FunctionBuilder
@@ -1238,8 +1244,21 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
     case StmtKind::Var: {
         Val v = eval(*s.value);
         if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        bool flexible_start = !s.type && v.kind == Val::Tensor && flexible_[v.id];
+        auto hint = in_.var_hints_.find(key_of(s.name.span));
+        if (flexible_start && hint != in_.var_hints_.end()) {
+            // A later assignment showed the layout this var keeps: create it that way.
+            Layout plain = hint->second.second;
+            plain.partial = 0;
+            fix_layout(v.id, hint->second.first, plain);
+            if (hint->second.second.partial) {
+                v.id = plan_coercion(v.id, hint->second.first, hint->second.second, s.span,
+                                     "the layout of the variable's later values", true);
+            }
+        }
         settle(v);
-        scopes_.back()[s.name.name] = Binding_{std::move(v), true};
+        Binding_ binding{std::move(v), true, flexible_start, s.name.span};
+        scopes_.back()[s.name.name] = std::move(binding);
         return;
     }
     case StmtKind::Assign: {
@@ -1324,8 +1343,18 @@ void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
         size_t i = field_index(*slot->fn, field->name);
         slot = &slot->elems[i];
     }
+    // LANGUAGE.md 4: a var's type comes from all its assignments. A var that began as a
+    // freshly created value takes the layout of the first assignment that differs, and
+    // the function is lowered again with that layout from the start.
+    if (path.empty() && var->flexible_start && value.kind == Val::Tensor && slot->kind == Val::Tensor &&
+        type(value.id).shape == type(slot->id).shape && type(value.id).mesh >= 0 &&
+        !(type(value.id).layout == type(slot->id).layout && type(value.id).mesh == type(slot->id).mesh) &&
+        !in_.var_hints_.count(key_of(var->decl))) {
+        in_.var_hints_[key_of(var->decl)] = {type(value.id).mesh, type(value.id).layout};
+        throw Retry{};
+    }
     *slot = coerce_val(std::move(value), type_of_val(*slot), span,
-                       fmt::format("the variable `{}` (a `var` keeps the layout of its first value)", root->name.name));
+                       fmt::format("the variable `{}` (a `var` keeps the layout of its values)", root->name.name));
 }
 
 size_t FunctionBuilder::field_index(const Item& item, const Ident& name) {
