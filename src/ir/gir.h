@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <iosfwd>
 #include <map>
 #include <string>
@@ -108,7 +109,9 @@ struct Function {
     std::map<std::string, std::string> mesh_instance;  // its mesh parameters: `M` -> `Pod`
     std::vector<ValueId> params;
     std::vector<ValueId> results;
-    std::vector<TensorType> types;  // indexed by ValueId
+    /// Indexed by ValueId. A deque: adding a value never moves the others, so a reference
+    /// to a value's type stays valid while the checker builds the function.
+    std::deque<TensorType> types;
     std::vector<std::string> names; // source name of each value, "" for temporaries
     std::vector<Op> ops;
     Span span;

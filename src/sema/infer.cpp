@@ -165,7 +165,7 @@ private:
     ir::Region open_region(std::vector<ValueId> args);
     void close_region(ir::Region& region, std::vector<ir::Op>* saved);
     Val call_grad(const Expr& grad_call, const Expr& call);
-    ValueId new_value(const TensorType& t);
+    ValueId new_value(TensorType t);
     std::optional<Val> lower_returning(const std::vector<const Stmt*>& stmts, size_t i, const Expr* tail,
                                        const AggType* rt);
     ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
@@ -1702,12 +1702,14 @@ Val FunctionBuilder::lower_block_value(const Block& b, bool as_value) {
     return v;
 }
 
-ValueId FunctionBuilder::new_value(const TensorType& t) {
-    ValueId v = f_.add_value(t);
+// `t` is taken by value: it is often a type of this function, which add_value() may move.
+ValueId FunctionBuilder::new_value(TensorType t) {
+    size_t rank = t.rank();
+    ValueId v = f_.add_value(std::move(t));
     flexible_.push_back(false);
     weak_.push_back(false);
     producer_.push_back({nullptr, 0});
-    dim_names_.emplace_back(t.rank());
+    dim_names_.emplace_back(rank);
     return v;
 }
 
@@ -2729,12 +2731,8 @@ Val FunctionBuilder::call_grad(const Expr& grad_call, const Expr& call) {
     grad_op.span = call.span;
     grad_op.dim = with_value ? 1 : 0;
     std::vector<ValueId> results;
-    auto add = [&](const TensorType& t) {
-        ValueId v = f_.add_value(t);
-        flexible_.push_back(false);
-        weak_.push_back(false);
-        producer_.push_back({nullptr, 0});
-        dim_names_.emplace_back(t.rank());
+    auto add = [&](TensorType t) {
+        ValueId v = new_value(std::move(t));
         results.push_back(v);
         return v;
     };
