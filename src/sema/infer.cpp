@@ -225,6 +225,9 @@ private:
     double* dry_cost_ = nullptr;  // set while costing a plan without emitting it
     Layout dry_layout_;
     double coercion_cost(ValueId v, int32_t mesh, const Layout& target);
+    double coercion_cost_from(const TensorType& from, const Layout& target);
+    const TensorType* dry_type_ = nullptr;  // costing a value not built yet
+    const TensorType& plan_type(ValueId v) const { return dry_type_ ? *dry_type_ : type(v); }
     // The type the expression at expected_span_ is converted to right away (a result
     // type, an annotation): lets a choice count the conversion that follows it.
     const TensorType* expected_ = nullptr;
@@ -727,7 +730,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                                     const std::string& reason, bool inserted) {
     if (dry_cost_) {
         // Costing a plan: add what this step would cost (LANGUAGE.md 6 and 8), emit nothing.
-        TensorType in = type(v);
+        TensorType in = plan_type(v);
         in.layout = dry_layout_;
         TensorType out = in;
         out.layout = result;
@@ -855,7 +858,7 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
 ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layout& target, Span span,
                                        const std::string& reason, bool inserted) {
     const Mesh& mesh = in_.module_.meshes[mesh_index];
-    Layout cur = type(v).layout;
+    Layout cur = plan_type(v).layout;
     if (dry_cost_) dry_layout_ = cur;
     if (cur == target) return v;
     size_t rank = cur.dims.size();
@@ -966,10 +969,19 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
     return v;
 }
 
+// The same for a value of type `from` that is not built yet (a candidate result).
+double FunctionBuilder::coercion_cost_from(const TensorType& from, const Layout& target) {
+    if (from.layout == target || from.mesh < 0) return 0;
+    dry_type_ = &from;
+    double cost = coercion_cost(ir::kNoValue, from.mesh, target);
+    dry_type_ = nullptr;
+    return cost;
+}
+
 // What converting v to `target` would cost, by the plan plan_coercion() would choose;
 // infinity when there is no such plan.
 double FunctionBuilder::coercion_cost(ValueId v, int32_t mesh, const Layout& target) {
-    if (type(v).layout == target) return 0;
+    if (plan_type(v).layout == target) return 0;
     double cost = 0;
     double* saved = dry_cost_;
     Layout saved_layout = dry_layout_;
@@ -2201,69 +2213,122 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             return p == std::string::npos ? sema::AxisList{} : type(v).layout.dims[p];
         };
         // Agree on each index's split: a replicated side is sliced for free; two different
-        // splits: the second operand follows the first.
-        Layout want_b = type(b).layout;
-        Layout want_a = type(a).layout;
-        for (auto [c, n] : size) {
-            auto sa = axes_of(a, ia, c), sb = axes_of(b, ib, c);
-            bool in_a = ia.find(c) != std::string::npos, in_b = ib.find(c) != std::string::npos;
-            if (!in_a || !in_b || sa == sb) continue;
-            bool contracted = io.find(c) == std::string::npos;
-            if (contracted && (sa.empty() || sb.empty())) {
-                // Split on one side only: slice the other (free) and leave a pending sum,
-                // whose completion costs an all_reduce of the result, or gather the split
-                // side now. The cheaper under the cost model wins.
-                bool a_split = !sa.empty();
-                ValueId split = a_split ? a : b;
-                const AxisList& axes = a_split ? sa : sb;
-                AxisSet group = 0;
-                for (uint8_t x : axes) group |= sema::axis_bit(x);
-                double gathered = static_cast<double>(type(split).local_bytes(&m)) * static_cast<double>(m.group_size(group));
-                double out_bytes = static_cast<double>(ir::dtype_bytes(type(a).dtype));
-                for (char oc : io) {
-                    auto p = ia.find(oc);
-                    const AxisList& ax = p != std::string::npos ? want_a.dims[p] : want_b.dims[ib.find(oc)];
-                    int64_t factor = 1;
-                    for (uint8_t x : ax) factor *= m.axes[x].size;
-                    out_bytes *= static_cast<double>(size[oc] / factor);
+        // splits: one operand follows the other; an axis splitting two indices of the
+        // result: one of them is gathered. The candidate plans are costed (section 8),
+        // with the conversion of the result to the type it is wanted in, and the
+        // cheapest wins (ties: the first operand leads, the later index is gathered).
+        struct Plan {
+            Layout want_a, want_b;
+            AxisSet used = 0;
+            bool pending_choice = false;
+            double pending_gather = 0;
+        };
+        auto make_plan = [&](bool a_leads, bool gather_later) {
+            Plan pl{type(a).layout, type(b).layout};
+            for (auto [c, n] : size) {
+                auto sa = axes_of(a, ia, c), sb = axes_of(b, ib, c);
+                bool in_a = ia.find(c) != std::string::npos, in_b = ib.find(c) != std::string::npos;
+                if (!in_a || !in_b || sa == sb) continue;
+                bool contracted = io.find(c) == std::string::npos;
+                if (contracted && (sa.empty() || sb.empty())) {
+                    // Split on one side only: slice the other (free) and leave a pending
+                    // sum, or gather the split side now. Slicing is free and the sum may
+                    // never need completing, so slice, remember what a gather would cost,
+                    // and lower the function again with the gather if completing the sum
+                    // turns out dearer (see settle_choices()).
+                    bool a_split = !sa.empty();
+                    ValueId split = a_split ? a : b;
+                    const AxisList& axes = a_split ? sa : sb;
+                    AxisSet group = 0;
+                    for (uint8_t x : axes) group |= sema::axis_bit(x);
+                    double gathered = static_cast<double>(type(split).local_bytes(&m)) * static_cast<double>(m.group_size(group));
+                    if (in_.gather_hints_.count(key_of(span))) {
+                        (a_split ? pl.want_a.dims[ia.find(c)] : pl.want_b.dims[ib.find(c)]).clear();
+                        continue;
+                    }
+                    pl.pending_gather += collective_cost(CollectiveKind::AllGather, m, group, gathered).seconds;
+                    pl.pending_choice = true;
                 }
-                // Slicing is free, and the pending sum may never need completing (a
-                // `partial` result, or a sum taken later); so slice, remember what a
-                // gather would have cost, and lower the function again with the gather
-                // if completing the sum turns out dearer (see settle_choices()).
-                double gather_cost = collective_cost(CollectiveKind::AllGather, m, group, gathered).seconds;
-                (void)out_bytes;
-                if (in_.gather_hints_.count(key_of(span))) {
-                    (a_split ? want_a.dims[ia.find(c)] : want_b.dims[ib.find(c)]).clear();
-                    continue;
+                if (sb.empty()) {
+                    pl.want_b.dims[ib.find(c)] = sa;
+                } else if (sa.empty()) {
+                    pl.want_a.dims[ia.find(c)] = sb;
+                } else if (a_leads) {
+                    pl.want_b.dims[ib.find(c)] = sa;
+                } else {
+                    pl.want_a.dims[ia.find(c)] = sb;
                 }
-                pending_gather_cost_ += gather_cost;
-                choice_pending_ = true;
             }
-            if (sb.empty()) {
-                want_b.dims[ib.find(c)] = sa;
-            } else if (sa.empty()) {
-                want_a.dims[ia.find(c)] = sb;
-            } else {
-                want_b.dims[ib.find(c)] = sa;
-            }
-        }
-        // An axis may split only one index of the result (and not be pending as well).
-        AxisSet used = 0;
-        for (auto [c, n] : size) {
-            auto p = ia.find(c);
-            const auto& axes = p != std::string::npos ? want_a.dims[p] : want_b.dims[ib.find(c)];
-            for (uint8_t x : axes) {
-                AxisSet bit = sema::axis_bit(x);
-                if (used & bit) {
-                    // Conflict: gather this index in both operands.
-                    if (p != std::string::npos) want_a.dims[p].clear();
-                    if (ib.find(c) != std::string::npos) want_b.dims[ib.find(c)].clear();
+            // An axis may split only one index of the result (and not be pending as well).
+            std::map<uint8_t, char> owner;
+            auto axes_at = [&](char c) -> AxisList {
+                auto p = ia.find(c);
+                return p != std::string::npos ? pl.want_a.dims[p] : pl.want_b.dims[ib.find(c)];
+            };
+            auto clear_index = [&](char c) {
+                if (auto p = ia.find(c); p != std::string::npos) pl.want_a.dims[p].clear();
+                if (auto p = ib.find(c); p != std::string::npos) pl.want_b.dims[p].clear();
+            };
+            for (auto [c, n] : size) {
+                for (uint8_t x : axes_at(c)) {
+                    auto it = owner.find(x);
+                    if (it == owner.end()) {
+                        owner[x] = c;
+                        continue;
+                    }
+                    char victim = gather_later ? c : it->second;
+                    clear_index(victim);
+                    for (auto o = owner.begin(); o != owner.end();) o = o->second == victim ? owner.erase(o) : std::next(o);
+                    if (victim != c) {
+                        for (uint8_t y : axes_at(c)) owner[y] = c;
+                    }
                     break;
                 }
-                used |= bit;
+            }
+            for (auto [x, c] : owner) pl.used |= sema::axis_bit(x);
+            return pl;
+        };
+        auto plan_cost = [&](const Plan& pl) {
+            double cost = coercion_cost(a, mesh, pl.want_a) + coercion_cost(b, mesh, pl.want_b);
+            if (expected_ && expected_->mesh == mesh && key_of(expected_span_) == key_of(span)) {
+                TensorType r;
+                r.dtype = type(a).dtype;
+                r.mesh = mesh;
+                r.layout = Layout::replicated(io.size());
+                for (size_t d = 0; d < io.size(); ++d) {
+                    char c = io[d];
+                    r.shape.push_back(size[c]);
+                    auto p = ia.find(c);
+                    r.layout.dims[d] = p != std::string::npos ? pl.want_a.dims[p] : pl.want_b.dims[ib.find(c)];
+                }
+                r.layout.partial = pl.want_a.partial | pl.want_b.partial;
+                for (auto [c, n] : size) {
+                    if (io.find(c) != std::string::npos) continue;
+                    auto p = ia.find(c);
+                    const AxisList& axes = p != std::string::npos ? pl.want_a.dims[p] : pl.want_b.dims[ib.find(c)];
+                    for (uint8_t x : axes) r.layout.partial |= sema::axis_bit(x);
+                }
+                if (r.shape == expected_->shape) cost += coercion_cost_from(r, expected_->layout);
+            }
+            return cost;
+        };
+        Plan chosen = make_plan(true, true);
+        double best = plan_cost(chosen);
+        for (auto [a_leads, later] : {std::pair{true, false}, std::pair{false, true}, std::pair{false, false}}) {
+            Plan candidate = make_plan(a_leads, later);
+            double cost = plan_cost(candidate);
+            if (cost < best) {
+                best = cost;
+                chosen = std::move(candidate);
             }
         }
+        if (chosen.pending_choice) {
+            pending_gather_cost_ += chosen.pending_gather;
+            choice_pending_ = true;
+        }
+        Layout want_a = std::move(chosen.want_a);
+        Layout want_b = std::move(chosen.want_b);
+        AxisSet used = chosen.used;
         want_a.partial = type(a).layout.partial;
         want_b.partial = type(b).layout.partial;
         if ((want_a.partial | want_b.partial) & used) {
