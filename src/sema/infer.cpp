@@ -2222,6 +2222,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             AxisSet used = 0;
             bool pending_choice = false;
             double pending_gather = 0;
+            bool conflict = false;  // a choice was made (two splits, or an axis twice)
         };
         auto make_plan = [&](bool a_leads, bool gather_later) {
             Plan pl{type(a).layout, type(b).layout};
@@ -2255,8 +2256,10 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
                     pl.want_a.dims[ia.find(c)] = sb;
                 } else if (a_leads) {
                     pl.want_b.dims[ib.find(c)] = sa;
+                    pl.conflict = true;
                 } else {
                     pl.want_a.dims[ia.find(c)] = sb;
+                    pl.conflict = true;
                 }
             }
             // An axis may split only one index of the result (and not be pending as well).
@@ -2276,6 +2279,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
                         owner[x] = c;
                         continue;
                     }
+                    pl.conflict = true;
                     char victim = gather_later ? c : it->second;
                     clear_index(victim);
                     for (auto o = owner.begin(); o != owner.end();) o = o->second == victim ? owner.erase(o) : std::next(o);
@@ -2313,8 +2317,9 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             return cost;
         };
         Plan chosen = make_plan(true, true);
-        double best = plan_cost(chosen);
+        double best = chosen.conflict ? plan_cost(chosen) : 0;
         for (auto [a_leads, later] : {std::pair{true, false}, std::pair{false, true}, std::pair{false, false}}) {
+            if (!chosen.conflict) break;  // nothing to choose
             Plan candidate = make_plan(a_leads, later);
             double cost = plan_cost(candidate);
             if (cost < best) {
