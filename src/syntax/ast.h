@@ -251,12 +251,24 @@ public:
         void* memory = allocate(sizeof(T), alignof(T));
         T* node = new (memory) T(std::move(value));
         if constexpr (!std::is_trivially_destructible_v<T>) {
-            destructors_.push_back({node, [](void* p) { static_cast<T*>(p)->~T(); }});
+            if (owns_memory(*node)) destructors_.push_back({node, [](void* p) { static_cast<T*>(p)->~T(); }});
         }
         return node;
     }
 
 private:
+    // Whether destroying a node frees anything. Most expressions (names, literals,
+    // operators) own no heap memory: registering no destructor for them keeps parsing
+    // a big file from being dominated by bookkeeping.
+    template <typename T>
+    static bool owns_memory(const T&) {
+        return true;
+    }
+    static bool owns_memory(const Expr& e) {
+        return e.args.capacity() || e.elements.capacity() || e.fields.capacity() ||
+               e.string_value.capacity() > std::string().capacity();
+    }
+
     void* allocate(size_t size, size_t align) {
         size_t offset = (chunk_used_ + align - 1) & ~(align - 1);
         if (chunks_.empty() || offset + size > chunk_size_) {

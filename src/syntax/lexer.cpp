@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -201,8 +202,14 @@ private:
         while (!at_end() && is_ident_char(peek())) ++pos_;
         std::string_view word = text_.substr(begin, pos_ - begin);
         if (word == "_") return make(TokenKind::Underscore, begin);
-        for (const Keyword& k : kKeywords) {
-            if (k.text == word) return make(k.kind, begin);
+        // Most identifiers are not keywords: a hash lookup instead of comparing with each.
+        static const std::unordered_map<std::string_view, TokenKind> kByText = [] {
+            std::unordered_map<std::string_view, TokenKind> m;
+            for (const Keyword& k : kKeywords) m.emplace(k.text, k.kind);
+            return m;
+        }();
+        if (word.size() <= 7) {
+            if (auto it = kByText.find(word); it != kByText.end()) return make(it->second, begin);
         }
         return make(TokenKind::Ident, begin);
     }
