@@ -2077,12 +2077,46 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 result.dims[off + d] = axes;
             }
         }
-        // An axis cannot both split the result and be pending on it: complete that sum.
+        // An axis cannot both split the result and be pending on it: complete that sum,
+        // or (for `+`/`-`) make the split operand pending too (free) and keep the sum,
+        // whichever is cheaper with the conversion to the expected type.
         if (AxisSet conflict = partial & result.split_axes()) {
-            for (ValueId& o : operands) {
-                o = reduce_partial(o, conflict, span, "the pending sum is over an axis that splits the result");
+            bool keep_pending = false;
+            if (is_linear(ew) && expected_ && expected_->mesh == mesh && key_of(expected_span_) == key_of(span) &&
+                expected_->shape == shape) {
+                const Mesh& m = in_.module_.meshes[static_cast<size_t>(mesh)];
+                double reduce_now = 0;
+                for (ValueId o : operands) {
+                    if (type(o).layout.partial & conflict) {
+                        reduce_now += collective_cost(CollectiveKind::AllReduce, m, type(o).layout.partial & conflict,
+                                                      static_cast<double>(type(o).local_bytes(&m))).seconds;
+                    }
+                }
+                TensorType reduced;
+                reduced.dtype = *dtype;
+                reduced.shape = shape;
+                reduced.mesh = mesh;
+                reduced.layout = result;
+                reduced.layout.partial = partial & ~conflict;
+                reduce_now += coercion_cost_from(reduced, expected_->layout);
+                TensorType pending = reduced;
+                for (auto& axes : pending.layout.dims) {
+                    AxisList kept;
+                    for (uint8_t a : axes) {
+                        if (!(conflict & sema::axis_bit(a))) kept.push_back(a);
+                    }
+                    axes = kept;
+                }
+                pending.layout.partial = partial;
+                keep_pending = coercion_cost_from(pending, expected_->layout) < reduce_now;
+                if (keep_pending) result = pending.layout;
             }
-            partial &= ~conflict;
+            if (!keep_pending) {
+                for (ValueId& o : operands) {
+                    o = reduce_partial(o, conflict, span, "the pending sum is over an axis that splits the result");
+                }
+                partial &= ~conflict;
+            }
         }
         result.partial = partial;
         for (ValueId& o : operands) {
