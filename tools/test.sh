@@ -29,7 +29,7 @@ echo "== tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
-echo "== fuzz the lexer+parser for ${fuzz_seconds}s"
+echo "== fuzz the checker (lexer to GIR verifier) for ${fuzz_seconds}s"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 build-asan/tests/fuzz/meshc-fuzz-parser -max_total_time="$fuzz_seconds" -max_len=4096 \
