@@ -73,7 +73,9 @@ struct Binding {
 
 // What a name denotes inside a function body.
 struct Val {
-    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct } kind = Tensor;
+    // Poison: the value of a statement that failed (its error was reported); using it
+    // abandons the using statement silently, so one mistake gives one diagnostic.
+    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct, Poison } kind = Tensor;
     ValueId id = ir::kNoValue;
     const Item* fn = nullptr;            // Function; Struct: the struct item
     Builtin builtin = Builtin::Count;
@@ -158,6 +160,8 @@ private:
     void assign(const Expr& target, Val value, Span span);
     size_t field_index(const Item& item, const Ident& name);
     Val lower_if(const Expr& e, bool as_value);
+    void poison_names(const Stmt& s);
+    bool failed_ = false;  // a statement of this instance failed (its error is reported)
     AggType join_type(const AggType& a, const AggType& b);
     void lower_for(const Stmt& s);
     Val lower_block_value(const Block& b, bool as_value);
@@ -1060,6 +1064,7 @@ const Item* FunctionBuilder::find_struct(const Type& t) {
 }
 
 void FunctionBuilder::flatten(const Val& v, std::vector<ValueId>& out, Span span) {
+    if (v.kind == Val::Poison) throw Abandon{};
     switch (v.kind) {
     case Val::Tensor: out.push_back(v.id); return;
     case Val::Tuple:
@@ -1104,6 +1109,7 @@ std::string FunctionBuilder::agg_string(const AggType& t) const {
 
 Val FunctionBuilder::coerce_val(Val v, const AggType& t, Span span, const std::string& reason,
                                 bool inserted) {
+    if (v.kind == Val::Poison) throw Abandon{};
     if (t.kind == AggType::Tensor) {
         if (v.kind != Val::Tensor) fail(DiagCode::E0307, span, fmt::format("expected {} ({}), found a tuple or struct", type_str(t.tensor), reason));
         ValueId r = coerce(v.id, t.tensor, span, reason, inserted);
@@ -1350,6 +1356,7 @@ void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
     if (!var) fail(DiagCode::E0310, root->span, fmt::format("`{}` has no value here", root->name.name));
     std::reverse(path.begin(), path.end());
     Val* slot = &var->value;
+    if (slot->kind == Val::Poison) throw Abandon{};
     for (const Expr* field : path) {
         if (slot->kind != Val::Struct) fail(DiagCode::E0309, field->span, "only a struct has fields");
         size_t i = field_index(*slot->fn, field->name);
@@ -1487,9 +1494,62 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             size_t next = 0;
             return unflatten(*rt, results, next);
         }
-        lower_stmt(s);
+        // A statement that fails has reported its error; its names become poison and
+        // the next statement is checked, so independent errors are all reported.
+        std::vector<ir::Op>* list = ops_;
+        size_t depth = scopes_.size();
+        size_t first_value = f_.types.size();
+        try {
+            lower_stmt(s);
+        } catch (const Abandon&) {
+            failed_ = true;
+            ops_ = list;
+            // Values the statement made may point into regions that no longer exist.
+            for (size_t v = first_value; v < producer_.size(); ++v) {
+                producer_[v] = {nullptr, 0};
+                flexible_[v] = false;
+            }
+            scopes_.resize(depth);
+            statement_call_ = nullptr;
+            expected_ = nullptr;
+            poison_names(s);
+        }
     }
+    if (failed_) throw Abandon{};
     return finish(tail, tail ? tail->span : Span{});
+}
+
+// The names a failed statement would have bound, bound to poison.
+void FunctionBuilder::poison_names(const Stmt& s) {
+    Val poison;
+    poison.kind = Val::Poison;
+    switch (s.kind) {
+    case StmtKind::Let: {
+        auto bind = [&](auto& self, const Pattern& p) -> void {
+            if (p.kind == PatternKind::Name) scopes_.back()[p.name.name] = Binding_{poison, false};
+            for (const Pattern* e : p.elements) self(self, *e);
+        };
+        bind(bind, *s.pattern);
+        return;
+    }
+    case StmtKind::Var: scopes_.back()[s.name.name] = Binding_{poison, true}; return;
+    case StmtKind::Assign: {
+        const Expr* root = s.target;
+        while (root->kind == ExprKind::Field) root = root->lhs;
+        if (root->kind == ExprKind::Name) {
+            if (Binding_* b = find_binding(root->name.name)) b->value = poison;
+        }
+        return;
+    }
+    default: {
+        // An `if` or `for` statement: the vars it assigns are unknown now.
+        Block wrapper;
+        if (s.kind == StmtKind::For) wrapper = *s.body;
+        if (s.kind == StmtKind::Expr && s.value) wrapper.tail = s.value;
+        for (std::string_view n : assigned_vars(wrapper)) find_binding(n)->value = poison;
+        return;
+    }
+    }
 }
 
 Val FunctionBuilder::lookup(const Ident& name) {
@@ -1536,7 +1596,11 @@ Val FunctionBuilder::eval(const Expr& e) {
     case ExprKind::IntLit: return Val::tensor(constant(static_cast<double>(e.int_value), DType::I64, true, e.span));
     case ExprKind::FloatLit: return Val::tensor(constant(e.float_value, DType::F32, true, e.span));
     case ExprKind::BoolLit: return Val::tensor(constant(e.bool_value ? 1 : 0, DType::Bool, false, e.span));
-    case ExprKind::Name: return lookup(e.name);
+    case ExprKind::Name: {
+        Val v = lookup(e.name);
+        if (v.kind == Val::Poison) throw Abandon{};
+        return v;
+    }
     case ExprKind::Unary:
         return Val::tensor(elementwise(e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not, {lower_expr(*e.lhs)}, e.span));
     case ExprKind::Binary: {
