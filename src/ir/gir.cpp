@@ -124,16 +124,6 @@ std::string axis_label(const Mesh* mesh, size_t axis) {
     return fmt::format("#{}", axis);
 }
 
-bool layout_fits(const Layout& layout, const Mesh* mesh) {
-    if (!mesh) return false;
-    for (const auto& d : layout.dims) {
-        for (uint8_t a : d) {
-            if (a >= mesh->axes.size()) return false;
-        }
-    }
-    return mesh->axes.size() >= 64 || (layout.partial >> mesh->axes.size()) == 0;
-}
-
 std::string partial_names(AxisSet set, const Mesh* mesh) {
     std::string out;
     for (size_t i = 0; i < 64; ++i) {
@@ -144,28 +134,9 @@ std::string partial_names(AxisSet set, const Mesh* mesh) {
     return out;
 }
 
-/// `{0: data, 1: (data2, model)}`: sema::layout_to_string where the layout fits its
-/// mesh, the same form with `#i` for unknown axes otherwise.
+/// `{0: data, 1: (data2, model)}`, without the pending axes (printed separately).
 std::string splits_to_string(const Layout& layout, const Mesh* mesh) {
-    if (layout_fits(layout, mesh)) {
-        return sema::layout_to_string(Layout{layout.dims, 0}, *mesh);
-    }
-    std::string out = "{";
-    bool first = true;
-    for (size_t d = 0; d < layout.dims.size(); ++d) {
-        const auto& axes = layout.dims[d];
-        if (axes.empty()) continue;
-        if (!first) out += ", ";
-        first = false;
-        out += std::to_string(d) + ": ";
-        if (axes.size() > 1) out += "(";
-        for (size_t i = 0; i < axes.size(); ++i) {
-            if (i) out += ", ";
-            out += axis_label(mesh, axes[i]);
-        }
-        if (axes.size() > 1) out += ")";
-    }
-    return out + "}";
+    return sema::layout_to_string(Layout{layout.dims, 0}, mesh ? *mesh : Mesh{});
 }
 
 std::string quoted(std::string_view text) {

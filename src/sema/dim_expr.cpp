@@ -582,32 +582,34 @@ DimResult<DimExpr> substitute(const DimExpr& e, const Substitution& subst, Symbo
     std::unordered_map<SymbolId, DimExpr> memo;
     // Atoms nest only finitely (an atom's operands were built before it), so this
     // recursion is bounded by the nesting depth of the expression itself.
-    std::function<DimResult<DimExpr>(SymbolId)> value_of = [&](SymbolId id) -> DimResult<DimExpr> {
+    // The polynomial with every symbol replaced by its value (atoms rebuilt).
+    std::function<DimResult<DimExpr>(SymbolId)> value_of;
+    auto go = [&](const DimExpr& x) -> DimResult<DimExpr> {
+        DimExpr acc;
+        for (const Term& t : x.terms()) {
+            DimExpr prod = DimExpr::constant(t.coeff);
+            for (const Factor& f : t.monomial) {
+                auto v = value_of(f.symbol);
+                if (!v) return v;
+                auto p = power(*v, f.exponent);
+                if (!p) return p;
+                auto m = mul(prod, *p);
+                if (!m) return m;
+                prod = std::move(m).value();
+            }
+            auto s = add(acc, prod);
+            if (!s) return s;
+            acc = std::move(s).value();
+        }
+        return acc;
+    };
+    value_of = [&](SymbolId id) -> DimResult<DimExpr> {
         if (auto it = subst.find(id); it != subst.end()) return it->second;
         if (!symbols.is_atom(id)) return DimExpr::symbol(id);
         if (auto it = memo.find(id); it != memo.end()) return it->second;
         // Copies: interning a new atom may reallocate the table's storage.
         DimExpr num = symbols.atom_numerator(id), den = symbols.atom_denominator(id);
         SymbolKind kind = symbols.kind(id);
-        auto go = [&](const DimExpr& x) -> DimResult<DimExpr> {
-            DimExpr acc;
-            for (const Term& t : x.terms()) {
-                DimExpr prod = DimExpr::constant(t.coeff);
-                for (const Factor& f : t.monomial) {
-                    auto v = value_of(f.symbol);
-                    if (!v) return v;
-                    auto p = power(*v, f.exponent);
-                    if (!p) return p;
-                    auto m = mul(prod, *p);
-                    if (!m) return m;
-                    prod = std::move(m).value();
-                }
-                auto s = add(acc, prod);
-                if (!s) return s;
-                acc = std::move(s).value();
-            }
-            return acc;
-        };
         auto n2 = go(num);
         if (!n2) return n2;
         auto d2 = go(den);
@@ -618,23 +620,7 @@ DimResult<DimExpr> substitute(const DimExpr& e, const Substitution& subst, Symbo
         if (r) memo.emplace(id, *r);
         return r;
     };
-    DimExpr acc;
-    for (const Term& t : e.terms()) {
-        DimExpr prod = DimExpr::constant(t.coeff);
-        for (const Factor& f : t.monomial) {
-            auto v = value_of(f.symbol);
-            if (!v) return v;
-            auto p = power(*v, f.exponent);
-            if (!p) return p;
-            auto m = mul(prod, *p);
-            if (!m) return m;
-            prod = std::move(m).value();
-        }
-        auto s = add(acc, prod);
-        if (!s) return s;
-        acc = std::move(s).value();
-    }
-    return acc;
+    return go(e);
 }
 
 // ---------------------------------------------------------------- evaluation

@@ -22,6 +22,7 @@
 
 #include "sema/builtins.h"
 #include "sema/cost_model.h"
+#include "sema/signature.h"
 #include "syntax/ast_printer.h"
 
 namespace meshc::sema {
@@ -62,6 +63,13 @@ std::string mesh_axis_list(const Mesh& mesh, const sema::AxisList& axes) {
 struct Binding {
     std::map<std::string_view, int64_t> sizes;
     std::map<std::string_view, int32_t> meshes;  // generic mesh parameter -> module mesh
+
+    /// `B = 8, D = 16` for messages.
+    std::string describe() const {
+        std::string out;
+        for (const auto& [n, v] : sizes) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, v);
+        return out;
+    }
 
     std::string key() const {
         std::string k;
@@ -257,7 +265,7 @@ public:
         const Module& root = *program_.modules[0];
         for (const Item* item : root.items) {
             if (item->kind != ItemKind::Fn) continue;
-            if (item->name.name == "main" || is_monomorphic(*item)) {
+            if (item->name.name == "main" || !has_size_variables(*item, root)) {
                 instantiate(*item, 0, Binding{}, item->name.span);
             }
         }
@@ -386,15 +394,7 @@ public:
         for (const ast::Constraint& w : fn.where) {
             auto x = eval(eval, *w.lhs), y = eval(eval, *w.rhs);
             if (!x || !y) return;
-            bool holds = false;
-            switch (w.op) {
-            case ast::CmpOp::Eq: holds = *x == *y; break;
-            case ast::CmpOp::Ne: holds = *x != *y; break;
-            case ast::CmpOp::Lt: holds = *x < *y; break;
-            case ast::CmpOp::Le: holds = *x <= *y; break;
-            case ast::CmpOp::Gt: holds = *x > *y; break;
-            case ast::CmpOp::Ge: holds = *x >= *y; break;
-            }
+            bool holds = compare(w.op, *x, *y);
             if (!holds) return;
         }
         // Probe with a scratch engine; keep only the errors the probe can be trusted with.
@@ -407,8 +407,7 @@ public:
         diags_ = real;
         module_.functions.resize(functions_before);
         instances_ = std::move(instances_before);
-        std::string sizes;
-        for (const auto& [n, v] : b.sizes) sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, v);
+        std::string sizes = b.describe();
         for (const auto& [n, m] : b.meshes) {
             sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, module_.meshes[static_cast<size_t>(m)].name);
         }
@@ -474,26 +473,6 @@ public:
             return -1;
         }
         return index;
-    }
-
-    bool is_monomorphic(const Item& fn) const {
-        if (!fn.generics.empty()) return false;
-        std::set<std::string_view> vars;
-        auto visit_dim = [&](auto& self, const Dim& d) -> void {
-            if (d.kind == DimKind::Var) vars.insert(d.name.name);
-            if (d.kind == DimKind::Binary) {
-                self(self, *d.lhs);
-                self(self, *d.rhs);
-            }
-        };
-        auto visit_type = [&](auto& self, const Type& t) -> void {
-            for (const Dim* d : t.shape) visit_dim(visit_dim, *d);
-            for (const Type* e : t.elements) self(self, *e);
-            for (const Dim* d : t.args) visit_dim(visit_dim, *d);
-        };
-        for (const Param& p : fn.params) visit_type(visit_type, *p.type);
-        if (fn.result) visit_type(visit_type, *fn.result);
-        return vars.empty();
     }
 
     const SourceManager& sources_;
@@ -627,8 +606,7 @@ Layout FunctionBuilder::layout_from_ast(const Type& t, const TensorType& tt, con
             }
             int64_t factor = layout.split_factor(mesh, d);
             if (tt.shape[d] % factor != 0 && call_site_) {
-                std::string sizes;
-                for (const auto& [n, v] : binding_.sizes) sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, v);
+                std::string sizes = binding_.describe();
                 fail(DiagCode::E0501, call_site_->span,
                      fmt::format("this call splits dim {} of size {} over ({}) into {} pieces, which does not divide it",
                                  d, tt.shape[d], mesh_axis_list(mesh, layout.dims[d]), factor),
@@ -805,11 +783,7 @@ ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, cons
     if (!axes) return v;
     Layout l = type(v).layout;
     l.partial &= ~axes;
-    ir::Op probe{ir::OpKind::AllReduce};
-    ValueId r = collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
-    ops_->back().reduce = ir::ReduceKind::Sum;
-    (void)probe;
-    return r;
+    return collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
 }
 
 ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
@@ -882,7 +856,6 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             next.partial &= ~added;
             next.dims[d] = t;
             v = collective(ir::OpKind::ReduceScatter, v, added, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-            if (!dry_cost_) ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
             remove &= ~added;
         }
@@ -890,7 +863,6 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
             Layout next = cur;
             next.partial &= ~remove;
             v = collective(ir::OpKind::AllReduce, v, remove, -1, -1, next, span, reason, inserted);
-            if (!dry_cost_) ops_->back().reduce = ir::ReduceKind::Sum;
             cur = next;
         }
     }
@@ -915,17 +887,14 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
         while (p < cur.dims[d].size() && p < target.dims[d].size() && cur.dims[d][p] == target.dims[d][p]) ++p;
         return p;
     };
-    auto slice_free = [&](bool only_unused) {
+    auto slice_free = [&] {
         for (size_t d = 0; d < rank; ++d) {
             size_t p = prefix(d);
             if (p != cur.dims[d].size()) continue;  // something to remove first
             while (cur.dims[d].size() < target.dims[d].size()) {
                 uint8_t a = target.dims[d][cur.dims[d].size()];
                 AxisSet bit = sema::axis_bit(a);
-                if ((cur.split_axes() | cur.partial) & bit) break;
-                if (only_unused) {
-                    // Axis still wanted elsewhere in the current layout? Then wait.
-                }
+                if ((cur.split_axes() | cur.partial) & bit) break;  // still in use: later
                 Layout next = cur;
                 next.dims[d].push_back(a);
                 v = collective(ir::OpKind::LocalSlice, v, bit, static_cast<int32_t>(d), -1, next, span, reason, inserted);
@@ -934,7 +903,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
         }
     };
     // 3. Free local slices first: they shrink every buffer sent after them.
-    slice_free(true);
+    slice_free();
     // 4. all_to_all: an axis that is the only thing to remove from d1 and the next thing
     //    to add to d2.
     for (size_t d1 = 0; d1 < rank; ++d1) {
@@ -967,7 +936,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
         cur = next;
     }
     // 6. The remaining local slices.
-    slice_free(false);
+    slice_free();
     MESHC_ASSERT(cur == target, fmt::format("coercion plan did not reach {} from {}",
                                             layout_to_string(target, mesh), layout_to_string(cur, mesh)));
     return v;
@@ -2210,8 +2179,6 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             o = plan_coercion(o, mesh, want, span,
                               fmt::format("operands of `{}` must agree on their layout", ir::ew_name(ew)), true);
         }
-    } else if (!all_flexible && mesh >= 0) {
-        // Only unplaced literal scalars among fixed operands.
     }
     ir::Op op{ir::OpKind::Elementwise};
     op.ew = ew;
@@ -2440,11 +2407,8 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             want_a.partial = type(a).layout.partial;
             want_b.partial = type(b).layout.partial;
         }
-        // Contracted indices split over axes where one side had to be sliced: cost of the
-        // pending sum (an all_reduce of the result, 2(n-1)/n) against gathering now.
         a = plan_coercion(a, mesh, want_a, span, "operands of a contraction must agree on their splits", true);
         b = plan_coercion(b, mesh, want_b, span, "operands of a contraction must agree on their splits", true);
-        (void)m;
     }
     TensorType t;
     t.dtype = weak_[a] ? type(b).dtype : type(a).dtype;
@@ -2525,8 +2489,6 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
     ValueId v = emit(std::move(op), r, names);
     if (kind == ir::ReduceKind::Max && reduced_axes) {
         // A max over a split dim is completed at once: all_reduce(max), never partial.
-        ir::Op probe{};
-        (void)probe;
         Layout l = type(v).layout;
         l.partial &= ~reduced_axes;
         v = collective(ir::OpKind::AllReduce, v, reduced_axes, -1, -1, l, span,
@@ -2603,7 +2565,6 @@ ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, S
             }
         }
         for (size_t k = i0; k < i; ++k) need.dims[k].clear();
-        (void)no;
     }
     if (mesh && !(need == in_layout)) x = plan_coercion(x, type(x).mesh, need, span, "`reshape` cannot keep these splits", true);
     TensorType r = type(x);
@@ -2747,12 +2708,6 @@ Val FunctionBuilder::lower_call(const Expr& e) {
     fail(DiagCode::E0309, e.span, "this is not a function");
 }
 
-// The callee's parameter and result types under its binding, in its own module.
-struct CalleeTypes {
-    std::vector<AggType> params;
-    std::optional<AggType> result;
-};
-
 Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& call,
                                std::vector<AggType>* param_types_out) {
     if (call.args.size() != fn.params.size()) {
@@ -2779,18 +2734,9 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
         // The callee's `where` clauses, with this call's sizes (ground: no solver needed).
         for (const ast::Constraint& w : fn.where) {
             int64_t a = eval_dim(*w.lhs), c = eval_dim(*w.rhs);
-            bool holds = false;
-            switch (w.op) {
-            case CmpOp::Eq: holds = a == c; break;
-            case CmpOp::Ne: holds = a != c; break;
-            case CmpOp::Lt: holds = a < c; break;
-            case CmpOp::Le: holds = a <= c; break;
-            case CmpOp::Gt: holds = a > c; break;
-            case CmpOp::Ge: holds = a >= c; break;
-            }
+            bool holds = compare(w.op, a, c);
             if (!holds) {
-                std::string sizes;
-                for (const auto& [n, v] : binding_.sizes) sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, v);
+                std::string sizes = binding_.describe();
                 fail(DiagCode::E0502, call.span,
                      fmt::format("this call of `{}` needs `{} {} {}`, which is false here ({} {} {})", fn.name.name,
                                  syntax::dim_to_string(*w.lhs), cmp_op_spelling(w.op), syntax::dim_to_string(*w.rhs), a,
@@ -2963,8 +2909,6 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
     }
     case Builtin::full: {
         want(2, 2);
-        int64_t dummy = 0;
-        (void)dummy;
         double value = 0;
         const Expr& v = *pos[1];
         if (v.kind == ExprKind::FloatLit) value = v.float_value;
@@ -3119,8 +3063,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
                 names[off + d] = dim_names_[x][d];
             }
         }
-        ir::Op op{ir::OpKind::Elementwise};
-        op.kind = ir::OpKind::Broadcast;
+        ir::Op op{ir::OpKind::Broadcast};
         op.operands = {x};
         op.ints = shape;
         op.span = call.span;
@@ -3304,8 +3247,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             r.layout.dims[d] = xt.layout.dims[k];
             names.push_back(dim_names_[x][k]);
         }
-        ir::Op op{ir::OpKind::Elementwise};
-        op.kind = ir::OpKind::Contract;
+        ir::Op op{ir::OpKind::Contract};
         std::string in, out;
         for (size_t d = 0; d < perm.size(); ++d) in.push_back(static_cast<char>('a' + d));
         for (int64_t k : perm) out.push_back(static_cast<char>('a' + k));
@@ -3374,7 +3316,6 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
             l.partial &= ~axes;
             ValueId v = collective(ir::OpKind::AllReduce, x, axes, -1, -1, l, call.span, "written by the user", false);
-            ops_->back().reduce = ir::ReduceKind::Sum;
             return v;
         }
         const Expr* dim_e = named_arg(b == Builtin::all_to_all ? "from" : "dim");
@@ -3396,7 +3337,6 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             for (uint8_t a : group) l.dims[d].push_back(a);
             if (t.shape[d] % l.split_factor(mesh, d) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d, t.shape[d], l.split_factor(mesh, d)));
             ValueId v = collective(ir::OpKind::ReduceScatter, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
-            ops_->back().reduce = ir::ReduceKind::Sum;
             return v;
         }
         if (!ends_with_group(t.layout.dims[d])) {

@@ -77,13 +77,16 @@ std::string layout_to_string(const Layout& layout, const Mesh& mesh,
         first = false;
         out += d < dim_names.size() && !dim_names[d].empty() ? dim_names[d] : std::to_string(d);
         out += ": ";
+        // An index that is not an axis of the mesh (broken IR, shown by the verifier) is
+        // printed `#i` rather than read out of range.
+        auto name = [&](uint8_t a) { return a < mesh.axes.size() ? mesh.axes[a].name : "#" + std::to_string(a); };
         if (axes.size() == 1) {
-            out += mesh.axes[axes[0]].name;
+            out += name(axes[0]);
         } else {
             out += "(";
             for (size_t i = 0; i < axes.size(); ++i) {
                 if (i) out += ", ";
-                out += mesh.axes[axes[i]].name;
+                out += name(axes[i]);
             }
             out += ")";
         }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "sema/dim_expr.h"
+#include "sema/signature.h"
 #include "solver/refinement.h"
 #include "syntax/ast_printer.h"
 
@@ -153,9 +154,7 @@ private:
     }
 
     // The size of a group of mesh axes as an expression (`M.data * M.model`).
-    std::optional<DimExpr> axes_size(const Ident& mesh, const std::vector<Ident>& axes, const Subst& subst,
-                                     const Subst& mesh_subst_unused) {
-        (void)mesh_subst_unused;
+    std::optional<DimExpr> axes_size(const Ident& mesh, const std::vector<Ident>& axes, const Subst& subst) {
         DimExpr k = DimExpr::constant(1);
         for (const Ident& a : axes) {
             Dim d{DimKind::Axis, a.span};
@@ -197,7 +196,7 @@ private:
                 index = static_cast<size_t>(e.key_pos);
             }
             auto n = dim(*t.shape[index], subst);
-            auto k = axes_size(*t.mesh, e.axes, subst, {});
+            auto k = axes_size(*t.mesh, e.axes, subst);
             if (!n || !k) continue;
             out.push_back(Constraint::divides(*k, *n));
         }
@@ -424,28 +423,6 @@ private:
     std::vector<std::map<std::string_view, const Type*>> scope_;
 };
 
-// Whether a function has size variables (otherwise inference checks it with its concrete
-// sizes, and there is nothing generic to prove).
-bool is_generic(const Item& fn) {
-    if (!fn.generics.empty() || !fn.where.empty()) return true;
-    bool found = false;
-    auto visit = [&](auto& self, const Dim& d) -> void {
-        if (d.kind == DimKind::Var) found = true;
-        if (d.kind == DimKind::Binary) {
-            self(self, *d.lhs);
-            self(self, *d.rhs);
-        }
-    };
-    auto visit_type = [&](auto& self, const Type& t) -> void {
-        for (const Dim* d : t.shape) visit(visit, *d);
-        for (const Dim* d : t.args) visit(visit, *d);
-        for (const Type* e : t.elements) self(self, *e);
-    };
-    for (const Param& p : fn.params) visit_type(visit_type, *p.type);
-    if (fn.result) visit_type(visit_type, *fn.result);
-    return found;
-}
-
 }  // namespace
 
 RefineStats check_refinements(const SourceManager& sources, const Program& program,
@@ -456,7 +433,9 @@ RefineStats check_refinements(const SourceManager& sources, const Program& progr
     solver::RefinementSolver solver(symbols);
     for (size_t m = 0; m < program.modules.size(); ++m) {
         for (const Item* item : program.modules[m]->items) {
-            if (item->kind != ItemKind::Fn || !is_generic(*item)) continue;
+            if (item->kind != ItemKind::Fn) continue;
+            // A function without size variables is checked by inference with its sizes.
+            if (item->where.empty() && !has_size_variables(*item, *program.modules[m])) continue;
             ++stats.functions;
             FunctionRefiner(program, m, *item, symbols, solver, diags, stats).run();
         }
