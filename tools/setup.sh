@@ -9,7 +9,7 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev
   libz3-dev z3 libfmt-dev catch2 re2c bison
   libopenmpi-dev openmpi-bin libopenblas-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev python3-numpy
 )
 
 missing=()
@@ -21,13 +21,20 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done"
+fi
+# The end-to-end tests compute their references with NumPy, in whichever python3 is
+# first on PATH (CMake's Python3 finds the same one); Debian's python3-numpy serves
+# /usr/bin/python3, pip serves any other interpreter.
+if ! python3 -c "import numpy" 2>/dev/null; then
+  python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --break-system-packages numpy
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+

@@ -1,7 +1,10 @@
 // meshc: the command-line driver. Parses flags (CLI11), runs the pipeline as one
 // straight-line function per sub-command, renders the diagnostics bundle once.
 // Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <tuple>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -12,8 +15,17 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "codegen/codegen.h"
 #include "ir/gir.h"
 #include "sema/explain.h"
+#include "sema/rebind.h"
+#include "spmd/spmd.h"
 #include "sema/infer.h"
 #include "sema/loader.h"
 #include "sema/refine.h"
@@ -40,6 +52,13 @@ struct CheckOptions {
     std::string stdlib_dir;
     ErrorFormat error_format = ErrorFormat::Human;
     size_t max_errors = 100;
+    // build / run
+    bool build = false;
+    bool run = false;
+    std::string output;                  // -o
+    int opt_level = 2;                   // -O
+    std::vector<std::string> meshes;     // --mesh NAME=axis:size,...
+    std::vector<std::string> run_args;   // run: after `--`
 };
 
 std::string default_stdlib_dir() {
@@ -113,7 +132,7 @@ public:
         if (!enabled_) return;
         double all = 0;
         for (const auto& [p, s] : total_) all += s;
-        for (const char* p : {"parse", "resolve", "refine", "infer", "verify"}) {
+        for (const char* p : {"parse", "resolve", "refine", "infer", "verify", "spmd", "codegen", "link"}) {
             auto it = total_.find(p);
             if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
         }
@@ -124,6 +143,123 @@ private:
     bool enabled_;
     std::map<std::string, double> total_;
 };
+
+std::string file_stem(const std::string& path) {
+    std::string base = path.substr(path.find_last_of('/') + 1);
+    auto dot = base.rfind('.');
+    return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+/// Where `meshc run` keeps the executables it builds: $MESHC_CACHE, else
+/// $XDG_CACHE_HOME/meshc, else ~/.cache/meshc, else /tmp/meshc-cache.
+std::string cache_dir() {
+    if (const char* env = std::getenv("MESHC_CACHE")) return env;
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/meshc";
+    if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/meshc";
+    return "/tmp/meshc-cache";
+}
+
+bool make_dirs(const std::string& dir) {
+    std::string sofar;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || (dir[i] == '/' && i > 0)) {
+            sofar = dir.substr(0, i);
+            if (mkdir(sofar.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        }
+    }
+    return true;
+}
+
+/// The executable `meshc run` built (or found in its cache).
+std::string built_executable;
+
+/// FNV-1a: the cache key of a `meshc run` build (the sources and every option that
+/// changes the executable).
+uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+// `meshc build` / `meshc run` after the checker: GIR -> local IR -> LLVM -> object ->
+// executable (or the requested --emit form on stdout).
+int build_program(const CheckOptions& options, const SourceManager& sources, DiagnosticEngine& diags,
+                  const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+    std::string what;
+    if (const ir::Op* op = codegen::first_unsupported(gir, what)) {
+        diags.emit(DiagCode::E0703, op->span, fmt::format("{} is not supported by the back end yet", what))
+            .note("`meshc check` and `meshc explain` accept this program; only `build` and `run` need the back end");
+        return 1;
+    }
+    auto local = timer.run("spmd", [&] { return spmd::partition(gir); });
+    auto problems = spmd::verify(local);
+    if (!problems.empty()) {
+        for (const std::string& p : problems) std::cerr << "meshc: local IR verifier: " << p << "\n";
+        internal_error("SPMD partitioning produced invalid local IR", __FILE__, __LINE__);
+    }
+    if (options.emit == "local") {
+        spmd::print(std::cout, local);
+        return 0;
+    }
+    if (local.entry < 0) {
+        diags.emit(DiagCode::E0702, {}, fmt::format("`{}` has no `fn main()`: `meshc {}` needs one as the program's entry", path,
+                                                    options.run ? "run" : "build"))
+            .note("`meshc check` and `meshc explain` accept libraries without `main`");
+        return 1;
+    }
+    codegen::Options cg;
+    cg.opt_level = options.opt_level;
+    cg.program_name = file_stem(path);
+    if (options.emit == "llvm" || options.emit == "asm") {
+        std::cout << timer.run("codegen", [&] {
+            return codegen::generate(local, cg, options.emit == "llvm" ? codegen::EmitKind::LLVM : codegen::EmitKind::Asm);
+        });
+        return 0;
+    }
+    std::string output = options.output;
+    if (options.run) {
+        std::string key;
+        for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
+        key += fmt::format("O{} {} {}", options.opt_level, fmt::join(options.meshes, ";"), MESHC_VERSION);
+        std::string dir = cache_dir();
+        if (!make_dirs(dir)) {
+            diags.emit(DiagCode::E0704, {}, fmt::format("cannot create the build cache `{}`: {}", dir, std::strerror(errno)));
+            return 1;
+        }
+        output = fmt::format("{}/{}-{:016x}", dir, cg.program_name, fnv1a(key));
+        built_executable = output;
+        if (access(output.c_str(), X_OK) == 0) return 0;  // built before
+    }
+    if (output.empty()) output = options.emit == "obj" ? cg.program_name + ".o" : cg.program_name;
+    std::string object = timer.run("codegen", [&] { return codegen::generate(local, cg, codegen::EmitKind::Obj); });
+    std::string object_path = options.emit == "obj" ? output : output + fmt::format(".{}.o", getpid());
+    {
+        std::ofstream out(object_path, std::ios::binary);
+        out.write(object.data(), static_cast<std::streamsize>(object.size()));
+        if (!out) {
+            diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, std::strerror(errno)));
+            std::remove(object_path.c_str());
+            return 1;
+        }
+    }
+    if (options.emit == "obj") return 0;
+    // Link to a temporary name, then rename: an interrupted build never leaves a broken
+    // executable (the run cache relies on it).
+    std::string partial = output + fmt::format(".{}.tmp", getpid());
+    std::string error;
+    bool linked = timer.run("link", [&] { return codegen::link_executable(object_path, partial, error); });
+    std::remove(object_path.c_str());
+    if (!linked) {
+        std::remove(partial.c_str());
+        diags.emit(DiagCode::E0704, {}, fmt::format("cannot link `{}`: {}", output, error));
+        return 1;
+    }
+    if (std::rename(partial.c_str(), output.c_str()) != 0) {
+        std::remove(partial.c_str());
+        diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, std::strerror(errno)));
+        return 1;
+    }
+    return 0;
+}
 
 // `meshc check` / `meshc explain`: the pipeline up to the typed global IR, in order.
 int run_check(const CheckOptions& options) {
@@ -145,6 +281,10 @@ int run_check(const CheckOptions& options) {
         sema::Program& program = *program_owner;
         BuryAtExit bury_program(program_owner);
         if (program.modules.empty()) continue;
+        if (!options.meshes.empty()) {
+            sema::rebind_meshes(program, options.meshes, diags);
+            if (diags.has_errors()) continue;
+        }
         timer.run("resolve", [&] { sema::resolve_program(sources, program, diags); });
         // Refinements of generic functions (once each), then type and sharding inference
         // of each instantiation (on programs whose names resolve).
@@ -165,6 +305,14 @@ int run_check(const CheckOptions& options) {
             internal_error("the checker produced invalid GIR", __FILE__, __LINE__);
         }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
+        if (options.build) {
+            int status = build_program(options, sources, diags, gir, path, timer);
+            if (status != 0 || diags.has_errors()) {
+                render(sources, diags, options.error_format, options.max_errors);
+                return status != 0 ? status : 1;
+            }
+            continue;
+        }
         if (options.explain_format == "json") {
             sema::explain_json(std::cout, sources, gir, options.explain_fn);
         } else if (options.explain_format == "text") {
@@ -226,6 +374,35 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"human", "json"}));
     explain_cmd->add_option("--stdlib", explain.stdlib_dir, "Standard library folder");
 
+    // build and run share the checker's options plus the back end's.
+    CheckOptions build;
+    build.stdlib_dir = check.stdlib_dir;
+    build.build = true;
+    std::string build_file, build_error_format = "human";
+    CLI::App* build_cmd = app.add_subcommand("build", "Compile a program to a native executable (one SPMD program per mesh device)");
+    CheckOptions run;
+    run.stdlib_dir = check.stdlib_dir;
+    run.build = true;
+    run.run = true;
+    std::string run_file, run_error_format = "human";
+    CLI::App* run_cmd = app.add_subcommand("run", "Build a program (cached) and run it; arguments after `--` go to the program");
+    for (auto [cmd, opts, file, format] : {std::tuple{build_cmd, &build, &build_file, &build_error_format},
+                                           std::tuple{run_cmd, &run, &run_file, &run_error_format}}) {
+        cmd->add_option("file", *file, "Source file (.msh) with `fn main()`")->required();
+        cmd->add_option("-O", opts->opt_level, "Optimisation level 0-3 (default 2)")->check(CLI::Range(0, 3));
+        cmd->add_option("--mesh", opts->meshes,
+                        "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
+            ->allow_extra_args(false);
+        cmd->add_flag("--strict-comm", opts->strict_comm, "Every communicating coercion is an error (E0406)");
+        cmd->add_option("--error-format", *format, "Diagnostics as `human` or `json`")->check(CLI::IsMember({"human", "json"}));
+        cmd->add_option("--stdlib", opts->stdlib_dir, "Standard library folder");
+        cmd->add_flag("--time-report", opts->time_report, "Print the time each phase took (stderr)");
+    }
+    build_cmd->add_option("-o", build.output, "Output file (default: the source file's stem; with --emit=obj, STEM.o)");
+    build_cmd->add_option("--emit", build.emit, "Print an intermediate form instead: gir, local, llvm, asm; or write an object file: obj")
+        ->check(CLI::IsMember({"gir", "local", "llvm", "asm", "obj"}));
+    run_cmd->add_option("args", run.run_args, "Arguments for the program (after `--`)");
+
     std::string help_topic;
     CLI::App* help_cmd = app.add_subcommand("help", "Show help for meshc or a sub-command");
     help_cmd->add_option("command", help_topic, "Sub-command");
@@ -250,6 +427,28 @@ int main(int argc, char** argv) {
             }
         }
         std::cerr << fmt::format("meshc: no sub-command `{}`; see `meshc help`\n", help_topic);
+        return 2;
+    }
+    if (build_cmd->parsed() || run_cmd->parsed()) {
+        bool is_run = run_cmd->parsed();
+        CheckOptions& opts = is_run ? run : build;
+        opts.files = {is_run ? run_file : build_file};
+        opts.error_format = (is_run ? run_error_format : build_error_format) == "json" ? ErrorFormat::Json : ErrorFormat::Human;
+        int status;
+        try {
+            status = run_check(opts);
+        } catch (const InternalError& e) {
+            std::cerr << "meshc: internal compiler error: " << e.message << "\n";
+            return 2;
+        }
+        if (status != 0 || !is_run) return status;
+        std::vector<char*> argv_run;
+        argv_run.push_back(built_executable.data());
+        for (std::string& a : opts.run_args) argv_run.push_back(a.data());
+        argv_run.push_back(nullptr);
+        std::cout.flush();
+        execv(built_executable.c_str(), argv_run.data());
+        std::cerr << fmt::format("meshc: cannot run `{}`: {}\n", built_executable, std::strerror(errno));
         return 2;
     }
     if (explain_cmd->parsed()) {

@@ -1,0 +1,59 @@
+// The communication interface every handler implements: the simulated mesh
+// (sim/, devices are threads of one process), and later MPI and NCCL. The C ABI entry
+// points (collectives.cpp) validate arguments, find the group (group.h) and trace; a
+// handler only moves bytes, given the group, the caller's rank in it and its buffers.
+// Every member of a group makes the same calls in the same order (SPMD), and a handler
+// must not return to a member while a peer may still read that member's buffers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "comm/group.h"
+#include "meshrt.h"
+
+namespace meshrt {
+class Topology;
+}
+
+namespace meshrt::comm {
+
+class CommHandler {
+public:
+    virtual ~CommHandler() = default;
+    virtual std::string_view name() const = 0;
+
+    /// Called once per group, before any member uses it (under the registry's lock).
+    virtual std::unique_ptr<GroupState> make_group_state(const Group& group) = 0;
+
+    /// out = op over the members' `in` (count elements each).
+    virtual void all_reduce(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype,
+                            int32_t op, const void* in, void* out, int64_t count) = 0;
+    /// out (in_shape with [dim] * n) gets member r's `in` at index r along dim.
+    virtual void all_gather(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype,
+                            const void* in, void* out, std::span<const int64_t> in_shape,
+                            int32_t dim) = 0;
+    /// out (in_shape with [dim] / n) = piece `rank` along dim of op over the inputs.
+    virtual void reduce_scatter(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype,
+                                int32_t op, const void* in, void* out,
+                                std::span<const int64_t> in_shape, int32_t dim) = 0;
+    /// See meshrt_all_to_all.
+    virtual void all_to_all(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype,
+                            const void* in, void* out, std::span<const int64_t> in_shape,
+                            int32_t from_dim, int32_t to_dim) = 0;
+    virtual void barrier(meshrt_device* dev, const Group& g, int64_t rank) = 0;
+    /// Every member's buf gets the root's `bytes` bytes.
+    virtual void broadcast(meshrt_device* dev, const Group& g, int64_t rank, int64_t root,
+                           void* buf, int64_t bytes) = 0;
+    /// The root's out (n * bytes) gets member r's `in` at r * bytes; out is unused on the
+    /// other members. Used to assemble values for save and print.
+    virtual void gather(meshrt_device* dev, const Group& g, int64_t rank, int64_t root,
+                        const void* in, int64_t bytes, void* out) = 0;
+};
+
+/// The handlers this runtime was built with.
+std::unique_ptr<CommHandler> make_sim_handler(const Topology& topology);
+
+} // namespace meshrt::comm

@@ -1,0 +1,217 @@
+/* meshrt: the Mesh runtime, C ABI.
+ *
+ * A program compiled by meshc is one SPMD function (`entry`) that the runtime runs once
+ * per mesh device. The generated object file defines `main`, which calls meshrt_main with
+ * a static description of the program's meshes. Everything the generated code cannot do
+ * inline (contractions, collectives, random numbers, I/O, printing, lookups) is a call
+ * into this ABI. All shapes passed here are *local* (per-device) shapes unless named
+ * `global`; all buffers are dense, row-major (C order), 64-byte aligned.
+ *
+ * Communication is a handler (runtime/comm/): `sim` (every device a thread of this
+ * process, shared-memory collectives) is the default; MPI and NCCL plug into the same
+ * interface (comm.h, internal to the runtime).
+ *
+ * Errors (bad input files, out of memory, a failed collective) call meshrt_fail: one
+ * message naming the device goes to stderr, temporary output files are removed, and
+ * the process exits with status 1. Nothing here returns an error code.
+ */
+#ifndef MESHRT_H
+#define MESHRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types; the numbering is the compiler's ast::DType. Bool is one byte (0/1);
+ * F16 is IEEE binary16, BF16 is bfloat16, both stored as uint16_t. */
+enum meshrt_dtype {
+    MESHRT_BOOL = 0, MESHRT_I32 = 1, MESHRT_I64 = 2, MESHRT_F16 = 3,
+    MESHRT_BF16 = 4, MESHRT_F32 = 5, MESHRT_F64 = 6
+};
+
+enum meshrt_reduce_op { MESHRT_SUM = 0, MESHRT_MAX = 1 };
+enum meshrt_random_kind { MESHRT_NORMAL = 0, MESHRT_UNIFORM = 1 };
+
+typedef struct meshrt_device meshrt_device; /* opaque: one per mesh device */
+
+typedef struct meshrt_mesh_desc {
+    const char* name;               /* "Pod" */
+    int32_t naxes;
+    const char* const* axis_names;  /* major -> minor */
+    const int64_t* axis_sizes;
+} meshrt_mesh_desc;
+
+typedef struct meshrt_program {
+    const char* name;                 /* the source file's stem, for --help and messages */
+    int32_t nmeshes;
+    const meshrt_mesh_desc* meshes;
+    int64_t ndevices;                 /* the largest mesh's device count (at least 1) */
+    void (*entry)(meshrt_device*);    /* the SPMD program; runs once per device */
+} meshrt_program;
+
+/* How a (global) tensor is laid out over a mesh. mesh == -1: not placed, replicated on
+ * every device (then split_count may be NULL). For dim d, split_count[d] mesh axes
+ * split it, listed major first in split_axes (the lists of all dims concatenated). A
+ * device on mesh `mesh` with coordinates c holds, along dim d split over axes
+ * (a1, ..., ak), piece p = mixed-radix(c[a1], ..., c[ak]) (a1 most significant) of
+ * global_shape[d] / (size(a1) * ... * size(ak)) elements, starting at p * that size.
+ * Devices that differ only in axes splitting no dim hold copies. Partial (pending-sum)
+ * values never reach a meshrt_layout: the compiler reduces them first. A device that is
+ * not on `mesh` (a smaller mesh) holds no piece: load and random write nothing there, and
+ * it contributes nothing to save and print. */
+typedef struct meshrt_layout {
+    int32_t mesh;
+    int32_t rank;
+    const int64_t* global_shape;
+    const int32_t* split_count;  /* [rank] */
+    const int32_t* split_axes;   /* [sum of split_count] */
+} meshrt_layout;
+
+/* ------------------------------------------------------------------ start-up */
+
+/* Parses the program's options, launches one device per mesh device (threads for the
+ * simulated mesh), runs program->entry on each, and returns the exit status (0 when
+ * every device finished). Options:
+ *   --comm=sim|mpi|nccl     communication handler (default sim; the others exist only
+ *                           when the runtime was built with them, else a clear error)
+ *   --mesh-threads=N        threads each device's kernels may use (default: the
+ *                           machine's cores divided by the devices, at least 1)
+ *   --trace=FILE.json       write a Chrome/Perfetto trace, one track per device
+ *   --help                  usage and the program's meshes
+ * Unknown options are an error (status 2). Arguments after `--` are ignored. */
+int meshrt_main(int argc, char** argv, const meshrt_program* program);
+
+/* ------------------------------------------------------------------ devices, memory */
+
+int64_t meshrt_device_index(meshrt_device* dev);                   /* 0 .. ndevices-1 */
+/* The device's coordinate along `axis` of mesh `mesh`; -1 when the device is not part of
+ * that mesh (a smaller mesh uses the first devices, row-major). */
+int64_t meshrt_coord(meshrt_device* dev, int32_t mesh, int32_t axis);
+/* Never returns NULL (fails the run instead). bytes may be 0. */
+void* meshrt_alloc(meshrt_device* dev, int64_t bytes);
+void meshrt_free(meshrt_device* dev, void* ptr);                   /* ptr may be NULL */
+/* Ends the run: prints "error: device D: MESSAGE" once, removes temporary files, exits 1.
+ * When several devices fail at once only the first message is printed. dev may be NULL
+ * (then "error: MESSAGE"). */
+void meshrt_fail(meshrt_device* dev, const char* message);
+
+/* ------------------------------------------------------------------ collectives
+ * A group is the set of devices of mesh `mesh` whose coordinates agree on every axis
+ * not in `axes`. A member's rank in its group is mixed-radix over `axes` in the order
+ * given (axes[0] most significant). Every member calls the same collective with the same
+ * arguments (except the buffers). `in` and `out` never alias. Reductions: f16/bf16 are
+ * summed in float and rounded once (to nearest even); integers wrap; bool sum and max
+ * are logical or; float max propagates NaN. Calling a collective from a device that is
+ * not on `mesh` fails the run. */
+
+void meshrt_all_reduce(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
+                       int32_t dtype, int32_t op, const void* in, void* out, int64_t count);
+/* out's dim `dim` is n times in's; member r's piece goes to index r along it. */
+void meshrt_all_gather(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
+                       int32_t dtype, const void* in, void* out, int32_t rank,
+                       const int64_t* in_shape, int32_t dim);
+/* in_shape[dim] is divisible by n; member r receives piece r (along dim) of the
+ * element-wise reduction of all members' inputs. */
+void meshrt_reduce_scatter(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
+                           int32_t dtype, int32_t op, const void* in, void* out, int32_t rank,
+                           const int64_t* in_shape, int32_t dim);
+/* in_shape[to_dim] is divisible by n. Member r cuts its input into n pieces along to_dim
+ * and sends piece j to member j; it receives piece r from every member i and places
+ * member i's piece at index i along from_dim. Out shape: in_shape with [from_dim] * n
+ * and [to_dim] / n (from_dim != to_dim). */
+void meshrt_all_to_all(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
+                       int32_t dtype, const void* in, void* out, int32_t rank,
+                       const int64_t* in_shape, int32_t from_dim, int32_t to_dim);
+void meshrt_barrier(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes);
+/* Every device of the program (all meshes) receives device 0's `bytes` bytes of `buf`. */
+void meshrt_broadcast_all(meshrt_device* dev, void* buf, int64_t bytes);
+
+/* ------------------------------------------------------------------ kernels */
+
+/* out = einsum(spec, a[, b]) on local shapes. spec: lowercase letters, one or two
+ * operands, "->" and the output ("bd,dh->bh", "abc->cab"). A letter absent from the
+ * output is summed over. b == NULL (rank_b 0) for one operand. Contractions become
+ * cblas_sgemm/dgemm calls (batched by loops) with transposes folded into the BLAS call
+ * when the operands' letter order allows it, else the operands are permuted first.
+ * dtypes: f32, f64 (BLAS), f16/bf16 (through f32, rounded once), i32/i64 (plain loops,
+ * wrapping); bool fails the run. */
+void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* spec,
+                     const void* a, int32_t rank_a, const int64_t* shape_a,
+                     const void* b, int32_t rank_b, const int64_t* shape_b,
+                     void* out, int32_t rank_out, const int64_t* shape_out);
+
+/* Counter-based random numbers: the value at global multi-index g depends only on seed
+ * and the row-major linear index i of g in layout->global_shape (Philox4x32-10, key =
+ * (lo32(seed), hi32(seed)), counter = (lo32(i), hi32(i), 0, 0), giving words x0..x3):
+ *   uniform: (x0 >> 8) * 2^-24                                  in [0, 1)
+ *   normal:  sqrt(-2 ln u1) * cos(2 pi u2), u1 = ((x0 >> 8) + 1) * 2^-24,
+ *            u2 = (x1 >> 8) * 2^-24                             (computed in double)
+ * converted to dtype (f16/bf16 through f32; i32/i64 truncate toward zero and bool is
+ * value != 0, so integer dtypes are of little use). Writes this device's piece (see
+ * meshrt_layout). */
+void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype,
+                   const meshrt_layout* layout, void* out);
+
+/* Row lookup. The table's local piece has rows [row_offset, row_offset + rows) of the
+ * global table (vocab_size rows) and `width` columns; for each of the n ids, out gets
+ * the row when the id falls in this piece, zeros otherwise (the compiler sums the pieces).
+ * An id outside [0, vocab_size) fails the run with a message. */
+void meshrt_embedding(meshrt_device* dev, int32_t dtype, const void* table, int64_t rows,
+                      int64_t row_offset, int64_t vocab_size, int64_t width, int32_t id_dtype,
+                      const void* ids, int64_t n, void* out);
+/* out[i, k] = (ids[i] == k) as f32, out is [n, classes]; an id outside [0, classes) gives a
+ * row of zeros. ids are i32 or i64 (id_dtype), as for meshrt_embedding. */
+void meshrt_one_hot(meshrt_device* dev, int32_t id_dtype, const void* ids, int64_t n,
+                    int64_t classes, float* out);
+/* Copies the block in[..., start:start+size, ...] (along dim) to out. */
+void meshrt_slice(meshrt_device* dev, int32_t dtype, const void* in, int32_t rank,
+                  const int64_t* in_shape, int32_t dim, int64_t start, int64_t size, void* out);
+/* Copies `in` into out at offset `offset` along dim; out has in_shape except
+ * out_dim_size along dim. */
+void meshrt_concat_part(meshrt_device* dev, int32_t dtype, const void* in, int32_t rank,
+                        const int64_t* in_shape, int32_t dim, int64_t out_dim_size,
+                        int64_t offset, void* out);
+
+/* ------------------------------------------------------------------ I/O (act once) */
+
+/* Reads this device's piece of a .npy file (little-endian f32/f64/i32/i64/bool, f16 as
+ * '<f2', C order). A missing or unreadable file, a truncated file, or a dtype or shape
+ * other than the static type fails the run with a message naming the file, the expected
+ * and the found type, e.g. "load w.npy: expected f32[16, 32], found f32[16, 8]". NumPy has
+ * no bfloat16: a bf16 tensor is read from '<f4' data (rounded to nearest even). Header
+ * versions 1.0, 2.0 and 3.0 are read; Fortran order is an error. */
+void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
+                 const meshrt_layout* layout, void* out);
+/* Writes the global value once (device 0 assembles the pieces) to PATH.tmp.PID and
+ * renames it to path, so a failed run never leaves a partial file. Every device of the
+ * program calls it, and it ends with a barrier over all devices, so the file is complete
+ * when save returns on any device. The header is version 1.0; bf16 is written as '<f4'. */
+void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
+                 const meshrt_layout* layout, const void* local);
+
+typedef struct meshrt_print_arg {
+    int32_t dtype;
+    const meshrt_layout* layout;
+    const void* data;  /* this device's piece */
+} meshrt_print_arg;
+/* Prints one line once (device 0), `format` with each "{}" replaced by the next
+ * argument's global value: floats as %.6g (f64: %.10g), integers as %lld, bools as
+ * true/false; a tensor of at most 64 elements as nested lists "[[1, 2], [3, 4]]", a
+ * larger one as "<f32[1024, 1024] sum=... min=... max=...>" (sum, min and max formatted
+ * like the elements; i64 printed exactly; a bool tensor's sum counts the trues). Every
+ * device calls it; "{}" count and nargs must agree. */
+void meshrt_print(meshrt_device* dev, const char* format, int32_t nargs, const meshrt_print_arg* args);
+
+/* ------------------------------------------------------------------ tracing */
+
+/* Generated code may bracket a fused loop or any other region; the runtime already
+ * traces its own kernels, collectives (with bytes) and I/O. No-ops without --trace. */
+void meshrt_trace_begin(meshrt_device* dev, const char* name);
+void meshrt_trace_end(meshrt_device* dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESHRT_H */

@@ -1,0 +1,206 @@
+// meshrt_main: the options of a compiled Mesh program, the launch of one device per mesh
+// device (threads, for the simulated mesh), and the device queries of the C ABI.
+// Called by the `main` meshc generates; returns the process's exit status.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "comm/comm.h"
+#include "src/errors.h"
+#include "src/runtime.h"
+
+namespace meshrt {
+
+Runtime::Runtime() = default;
+Runtime::~Runtime() = default;
+
+Runtime& runtime_of(meshrt_device* dev, const char* what) {
+    if (!dev || !dev->runtime)
+        fail(nullptr, std::string(what) + " called without a device (outside meshrt_main)");
+    return *dev->runtime;
+}
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+void print_usage(const Runtime& rt, int64_t default_threads) {
+    std::printf("usage: %s [options] [-- ignored...]\n", rt.program_name.c_str());
+    std::printf("A Mesh program compiled by meshc; it runs on %lld device%s.\n\n",
+                static_cast<long long>(rt.topology.ndevices()),
+                rt.topology.ndevices() == 1 ? "" : "s");
+    std::printf("options:\n");
+    std::printf("  --comm=sim|mpi|nccl  communication handler (default sim; this runtime has: "
+                "sim)\n");
+    std::printf("  --mesh-threads=N     threads each device's kernels may use (default %lld)\n",
+                static_cast<long long>(default_threads));
+    std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
+    std::printf("  --help               this message\n");
+    std::printf("\nmeshes:\n");
+    if (rt.topology.nmeshes() == 0)
+        std::printf("  (none)\n");
+    for (int32_t m = 0; m < rt.topology.nmeshes(); ++m) {
+        const MeshInfo& mesh = rt.topology.mesh(m);
+        std::string axes;
+        for (size_t a = 0; a < mesh.axis_names.size(); ++a) {
+            if (a)
+                axes += ", ";
+            axes += mesh.axis_names[a] + "=" + std::to_string(mesh.axis_sizes[a]);
+        }
+        std::printf("  %s: %lld device%s (%s)\n", mesh.name.c_str(),
+                    static_cast<long long>(mesh.size), mesh.size == 1 ? "" : "s",
+                    axes.empty() ? "no axes" : axes.c_str());
+    }
+    std::fflush(stdout);
+}
+
+/// Parses argv into rt.options. Returns -1 to go on, else the exit status to return
+/// (0 after --help, 2 for a bad option).
+int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
+    auto usage_error = [&](const std::string& message) {
+        std::fprintf(stderr, "error: %s (see %s --help)\n", message.c_str(),
+                     rt.program_name.c_str());
+        return kUsageError;
+    };
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i] ? argv[i] : "";
+        if (arg == "--")
+            break;
+        if (arg == "--help" || arg == "-h") {
+            print_usage(rt, default_threads);
+            return 0;
+        }
+        if (arg.starts_with("--comm=")) {
+            std::string_view v = arg.substr(7);
+            if (v != "sim" && v != "mpi" && v != "nccl")
+                return usage_error("unknown communication handler '" + std::string(v) +
+                                   "' in --comm (sim, mpi or nccl)");
+            rt.options.comm = v;
+        } else if (arg.starts_with("--mesh-threads=")) {
+            std::string v(arg.substr(15));
+            char* end = nullptr;
+            long long n = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || n < 1 || n > 4096)
+                return usage_error("--mesh-threads wants a positive number, not '" + v + "'");
+            rt.options.mesh_threads = n;
+        } else if (arg.starts_with("--trace=")) {
+            if (arg.size() == 8)
+                return usage_error("--trace wants a file name");
+            rt.options.trace_path = arg.substr(8);
+        } else {
+            return usage_error("unknown option '" + std::string(arg) + "'");
+        }
+    }
+    return -1;
+}
+
+void run_device(meshrt_device* dev, void (*entry)(meshrt_device*)) {
+    try {
+        entry(dev);
+    } catch (const std::exception& e) {
+        fail(dev, std::string("internal error: ") + e.what());
+    } catch (...) {
+        fail(dev, "internal error: unknown exception");
+    }
+    // Regions generated code left open end with the device.
+    while (!dev->trace.open.empty())
+        meshrt_trace_end(dev);
+}
+
+} // namespace
+} // namespace meshrt
+
+extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program) {
+    using namespace meshrt;
+    if (!program || !program->entry) {
+        std::fprintf(stderr, "error: meshrt_main: no program to run\n");
+        return 1;
+    }
+    Runtime rt;
+    rt.program = program;
+    rt.program_name = program->name && *program->name ? program->name
+                      : argc > 0 && argv && argv[0]   ? argv[0]
+                                                      : "program";
+    std::string error;
+    if (!rt.topology.init(*program, &error)) {
+        std::fprintf(stderr, "error: %s: invalid program description: %s\n",
+                     rt.program_name.c_str(), error.c_str());
+        return 1;
+    }
+    const int64_t ndevices = rt.topology.ndevices();
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    const int64_t default_threads = std::max<int64_t>(1, cores / ndevices);
+    if (int status = parse_options(argc, argv, rt, default_threads); status >= 0)
+        return status;
+
+    if (rt.options.comm == "sim") {
+        rt.comm = comm::make_sim_handler(rt.topology);
+    } else {
+        std::fprintf(stderr,
+                     "error: this program's runtime was built without the %s handler "
+                     "(available: sim)\n",
+                     rt.options.comm.c_str());
+        return 2;
+    }
+    rt.groups = std::make_unique<comm::GroupRegistry>(rt.topology, *rt.comm);
+
+    // OpenBLAS's thread count is process-wide: every device thread's BLAS calls use it.
+    openblas_set_num_threads(
+        int(rt.options.mesh_threads > 0 ? rt.options.mesh_threads : default_threads));
+
+    std::vector<std::unique_ptr<meshrt_device>> devices;
+    for (int64_t d = 0; d < ndevices; ++d) {
+        auto dev = std::make_unique<meshrt_device>();
+        dev->index = d;
+        dev->runtime = &rt;
+        dev->tracing = !rt.options.trace_path.empty();
+        devices.push_back(std::move(dev));
+    }
+    if (!rt.options.trace_path.empty())
+        rt.tracer.start();
+
+    std::vector<std::thread> threads;
+    threads.reserve(size_t(ndevices));
+    try {
+        for (auto& dev : devices)
+            threads.emplace_back(run_device, dev.get(), program->entry);
+    } catch (const std::exception& e) {
+        fail(nullptr, "cannot start device " + std::to_string(threads.size()) + ": " + e.what());
+    }
+    for (std::thread& t : threads)
+        t.join();
+
+    if (rt.tracer.enabled()) {
+        std::vector<const TraceBuffer*> buffers;
+        for (auto& dev : devices)
+            buffers.push_back(&dev->trace);
+        if (!rt.tracer.write(rt.options.trace_path, rt.program_name, buffers, &error)) {
+            std::fprintf(stderr, "error: %s\n", error.c_str());
+            return 1;
+        }
+    }
+    std::fflush(stdout);
+    return 0;
+}
+
+extern "C" int64_t meshrt_device_index(meshrt_device* dev) {
+    meshrt::runtime_of(dev, "meshrt_device_index");
+    return dev->index;
+}
+
+extern "C" int64_t meshrt_coord(meshrt_device* dev, int32_t mesh, int32_t axis) {
+    meshrt::Runtime& rt = meshrt::runtime_of(dev, "meshrt_coord");
+    if (mesh < 0 || mesh >= rt.topology.nmeshes() || axis < 0 ||
+        size_t(axis) >= rt.topology.mesh(mesh).axis_sizes.size())
+        meshrt::fail(dev, "meshrt_coord: no axis " + std::to_string(axis) + " on mesh " +
+                              std::to_string(mesh));
+    const int64_t* c = rt.topology.coords(dev->index, mesh);
+    return c ? c[axis] : -1;
+}

@@ -1,0 +1,56 @@
+// The state of one run of meshrt_main: the program, its topology, options, the
+// communication handler with its groups, and the devices. Every C ABI entry point
+// reaches it through its meshrt_device argument.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/group.h"
+#include "meshrt.h"
+#include "src/topology.h"
+#include "src/trace.h"
+
+namespace meshrt {
+
+namespace comm {
+class CommHandler;
+}
+
+struct Options {
+    std::string comm = "sim";
+    int64_t mesh_threads = 0; // 0: the default (cores / devices, at least 1)
+    std::string trace_path;   // empty: no trace
+};
+
+class Runtime {
+public:
+    Runtime();
+    ~Runtime();
+
+    const meshrt_program* program = nullptr;
+    std::string program_name;
+    Topology topology;
+    Options options;
+    Tracer tracer;
+    std::unique_ptr<comm::CommHandler> comm;
+    std::unique_ptr<comm::GroupRegistry> groups;
+};
+
+/// Fails the run when dev is null (a C ABI call made outside a device).
+Runtime& runtime_of(meshrt_device* dev, const char* what);
+
+} // namespace meshrt
+
+/// The opaque device handle of the C ABI: one per mesh device, owned by meshrt_main and
+/// used only by that device's thread.
+struct meshrt_device {
+    int64_t index = 0;
+    meshrt::Runtime* runtime = nullptr;
+    bool tracing = false;
+    meshrt::TraceBuffer trace;
+    /// Groups this device has used, by (mesh, axes): found without the registry's lock.
+    std::unordered_map<std::string, meshrt::comm::GroupMember> group_cache;
+};

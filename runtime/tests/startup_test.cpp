@@ -1,0 +1,160 @@
+// meshrt_main: options, --help, the failure path (one message however many devices
+// fail), and the trace file (parsed as JSON).
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/errors.h"
+#include "tests/test_util.h"
+
+using namespace meshrt;
+using namespace meshrt::test;
+
+TEST_CASE("help lists the options and meshes", "[startup]") {
+    ChildResult r = run_in_child([] {
+        TestProgram prog({{"Pod", {"data", "model"}, {2, 4}}, {"Line", {"x"}, {3}}}, "mlp");
+        bool ran = false;
+        int status = prog.run([&](meshrt_device*) { ran = true; }, {"--help"});
+        std::printf("status %d ran %d\n", status, int(ran));
+    });
+    CHECK(r.exit_status == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("usage: mlp [options]"));
+    CHECK_THAT(r.out, Catch::Contains("--comm=sim|mpi|nccl"));
+    CHECK_THAT(r.out, Catch::Contains("--mesh-threads=N"));
+    CHECK_THAT(r.out, Catch::Contains("--trace=FILE.json"));
+    CHECK_THAT(r.out, Catch::Contains("  Pod: 8 devices (data=2, model=4)\n"));
+    CHECK_THAT(r.out, Catch::Contains("  Line: 3 devices (x=3)\n"));
+    CHECK_THAT(r.out, Catch::EndsWith("status 0 ran 0\n"));
+}
+
+TEST_CASE("bad options are usage errors", "[startup]") {
+    auto status_of = [](std::vector<std::string> args, std::string* err) {
+        ChildResult r = run_in_child([&] {
+            TestProgram prog({{"Pod", {"x"}, {2}}}, "prog");
+            int status = prog.run([](meshrt_device*) {}, args);
+            std::fflush(stdout);
+            _exit(status);
+        });
+        *err = r.err;
+        return r.exit_status;
+    };
+    std::string err;
+    CHECK(status_of({"--frobnicate"}, &err) == 2);
+    CHECK(err == "error: unknown option '--frobnicate' (see prog --help)\n");
+    CHECK(status_of({"--comm=mpi"}, &err) == 2);
+    CHECK(err ==
+          "error: this program's runtime was built without the mpi handler (available: sim)\n");
+    CHECK(status_of({"--comm=nccl"}, &err) == 2);
+    CHECK_THAT(err, Catch::Contains("without the nccl handler"));
+    CHECK(status_of({"--comm=tcp"}, &err) == 2);
+    CHECK(status_of({"--mesh-threads=0"}, &err) == 2);
+    CHECK(status_of({"--mesh-threads=two"}, &err) == 2);
+    CHECK(err == "error: --mesh-threads wants a positive number, not 'two' (see prog --help)\n");
+    CHECK(status_of({"--trace="}, &err) == 2);
+    CHECK(status_of({"--comm=sim", "--mesh-threads=1", "--", "--anything"}, &err) == 0);
+    CHECK(err.empty());
+}
+
+TEST_CASE("when every device fails one message is printed", "[startup]") {
+    TempDir dir;
+    const std::string tmp = dir.path("partial.tmp");
+    { std::ofstream(tmp) << "x"; }
+    ChildResult r = run_in_child([&] {
+        register_temp_file(tmp);
+        TestProgram prog({{"Pod", {"data", "model"}, {2, 4}}});
+        prog.run([](meshrt_device* dev) { meshrt_fail(dev, "boom"); });
+    });
+    CHECK(r.exit_status == 1);
+    CHECK_THAT(r.err, Catch::Matches("error: device [0-7]: boom\n"));
+    CHECK(!std::ifstream(tmp).good()); // the registered temporary was removed
+}
+
+TEST_CASE("trace option writes a Chrome trace with one track per device", "[startup]") {
+    TempDir dir;
+    const std::string path = dir.path("trace.json");
+    TestProgram prog({{"Pod", {"data", "model"}, {2, 4}}}, "traced");
+    REQUIRE(prog.run(
+                [](meshrt_device* dev) {
+                    meshrt_trace_begin(dev, "step");
+                    float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4];
+                    const int64_t s[2] = {2, 2};
+                    meshrt_contract(dev, MESHRT_F32, "ik,kj->ij", a, 2, s, b, 2, s, c, 2, s);
+                    const int32_t model = 1;
+                    meshrt_all_reduce(dev, 0, 1, &model, MESHRT_F32, MESHRT_SUM, a, c, 4);
+                    meshrt_trace_end(dev);
+                },
+                {"--trace=" + path}) == 0);
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    nlohmann::json trace = nlohmann::json::parse(f);
+    std::set<std::string> threads;
+    int contracts = 0, reduces = 0, steps = 0;
+    for (const auto& e : trace.at("traceEvents")) {
+        if (e.at("ph") == "M" && e.at("name") == "thread_name")
+            threads.insert(e.at("args").at("name").get<std::string>());
+        if (e.at("ph") != "X")
+            continue;
+        CHECK(e.at("pid") == 0);
+        CHECK(e.at("dur").get<double>() >= 0);
+        const std::string name = e.at("name");
+        if (name == "contract") {
+            ++contracts;
+            CHECK(e.at("args").at("spec") == "ik,kj->ij");
+            CHECK(e.at("args").at("copies") == 0);
+        } else if (name == "all_reduce") {
+            ++reduces;
+            CHECK(e.at("args").at("bytes") == 16);
+            CHECK(e.at("args").at("group") == 4);
+            CHECK(e.at("args").at("over") == "model");
+        } else if (name == "step") {
+            ++steps;
+        }
+    }
+    CHECK(threads.size() == 8);
+    CHECK(threads.count("device 7") == 1);
+    CHECK(contracts == 8);
+    CHECK(reduces == 8);
+    CHECK(steps == 8);
+}
+
+TEST_CASE("devices multiply concurrently with several BLAS threads each", "[startup]") {
+    // OpenBLAS's thread count is process-wide; eight devices calling sgemm at once with
+    // two BLAS threads each must still get their own, correct products.
+    TestProgram prog({{"Pod", {"data", "model"}, {2, 4}}});
+    const int64_t n = 96;
+    std::vector<double> err(8, -1);
+    REQUIRE(prog.run(
+                [&](meshrt_device* dev) {
+                    const int64_t d = meshrt_device_index(dev);
+                    std::vector<float> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
+                    for (int64_t i = 0; i < n * n; ++i) {
+                        a[size_t(i)] = float((i * 7 + d) % 13) - 6;
+                        b[size_t(i)] = float((i * 5 + 3 * d) % 11) - 5;
+                    }
+                    const int64_t s[2] = {n, n};
+                    double worst = 0;
+                    for (int rep = 0; rep < 5; ++rep) {
+                        meshrt_contract(dev, MESHRT_F32, "ik,kj->ij", a.data(), 2, s, b.data(), 2,
+                                        s, c.data(), 2, s);
+                        for (int64_t i = 0; i < n; i += 7)
+                            for (int64_t j = 0; j < n; j += 5) {
+                                double want = 0;
+                                for (int64_t k = 0; k < n; ++k)
+                                    want += double(a[size_t(i * n + k)]) * b[size_t(k * n + j)];
+                                worst = std::max(worst, std::abs(want - c[size_t(i * n + j)]));
+                            }
+                    }
+                    err[size_t(d)] = worst;
+                },
+                {"--mesh-threads=2"}) == 0);
+    for (double e : err)
+        CHECK(e == 0);
+}

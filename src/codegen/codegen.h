@@ -1,0 +1,40 @@
+// Code generation: local IR -> LLVM IR (LLVM 19 C++ API) -> optimised module -> text
+// (LLVM IR, assembly) or an object file, and the link step that turns the object into an
+// executable with libmeshrt. The generated object defines `main`, which hands a static
+// description of the program's meshes and the SPMD entry function to meshrt_main.
+//
+// What the generated code does itself: control flow (`for`, `if`, calls), element-wise
+// chains fused into one loop nest each (no temporary per op; LLVM vectorises the loops),
+// reductions, fills, iota, copies, and buffer lifetimes (each buffer is freed after its
+// last use). What it calls the runtime for: contractions, collectives, random numbers,
+// I/O, printing, lookups, slices and concatenation (runtime/include/meshrt.h).
+#pragma once
+
+#include <string>
+
+#include "spmd/spmd.h"
+
+namespace meshc::codegen {
+
+enum class EmitKind { LLVM, Asm, Obj };
+
+struct Options {
+    int opt_level = 2;         // 0..3: the new pass manager's O0..O3
+    std::string program_name;  // for the runtime's --help and messages
+};
+
+/// Generates the whole program (module.entry must be valid) and returns the LLVM IR text,
+/// the assembly text or the object file's bytes. An unsupported construct is a user
+/// error reported by the caller before this point; anything else failing here is an
+/// internal error (InternalError).
+std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind);
+
+/// The first op of the module that the back end cannot compile yet (its span and what it
+/// is), or nullptr.
+const ir::Op* first_unsupported(const ir::Module& module, std::string& what);
+
+/// Links `object` with libmeshrt into `output` through the system C++ driver. On failure
+/// returns false with the driver's output in `error`.
+bool link_executable(const std::string& object, const std::string& output, std::string& error);
+
+}  // namespace meshc::codegen

@@ -1,0 +1,53 @@
+// The link step: the system C++ driver (the compiler meshc itself was built with, so the
+// C++ runtime and any sanitizer runtime match libmeshrt's) links the program's object
+// with libmeshrt.a and its libraries (OpenBLAS, threads, libm).
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "codegen/codegen.h"
+
+namespace meshc::codegen {
+
+namespace {
+
+std::string quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'') out += "'\\''";
+        else out += c;
+    }
+    return out + "'";
+}
+
+/// The runtime library: $MESHC_RUNTIME overrides the path recorded at build time.
+std::string runtime_library() {
+    if (const char* env = std::getenv("MESHC_RUNTIME")) return env;
+    return MESHRT_LIBRARY;
+}
+
+}  // namespace
+
+bool link_executable(const std::string& object, const std::string& output, std::string& error) {
+    std::string command = fmt::format("{} {} {} {} -o {} {} 2>&1", MESHC_LINKER, MESHC_LINK_FLAGS, quote(object),
+                                      quote(runtime_library()), quote(output), MESHRT_LINK_LIBS);
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) {
+        error = "cannot start the linker: " + command;
+        return false;
+    }
+    std::array<char, 4096> buffer{};
+    std::string text;
+    size_t n;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
+    int status = pclose(pipe);
+    if (status != 0) {
+        error = fmt::format("`{}` failed:\n{}", command.substr(0, command.size() - 5), text);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace meshc::codegen

@@ -1,0 +1,81 @@
+#include "sema/rebind.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace meshc::sema {
+
+namespace {
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    while (true) {
+        size_t at = s.find(sep, start);
+        out.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+        if (at == std::string_view::npos) break;
+        start = at + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+void rebind_meshes(Program& program, const std::vector<std::string>& specs, DiagnosticEngine& diags) {
+    for (const std::string& spec : specs) {
+        auto eq = spec.find('=');
+        std::string_view name = std::string_view(spec).substr(0, eq);
+        if (eq == std::string::npos || name.empty() || eq + 1 == spec.size()) {
+            diags.emit(DiagCode::E0705, {}, fmt::format("`--mesh {}`: expected NAME=axis:size,... (e.g. `Pod=data:1,model:1`)", spec));
+            continue;
+        }
+        ast::Item* mesh = nullptr;
+        std::vector<std::string> declared;
+        for (const auto& module : program.modules) {
+            for (const ast::Item* item : module->items) {
+                if (item->kind != ast::ItemKind::Mesh) continue;
+                declared.emplace_back(item->name.name);
+                // The one mutation of the AST after parsing (see rebind.h).
+                if (item->name.name == name) mesh = const_cast<ast::Item*>(item);
+            }
+        }
+        if (!mesh) {
+            diags.emit(DiagCode::E0705, {},
+                       fmt::format("`--mesh {}`: the program declares no mesh `{}`{}", spec, name,
+                                   declared.empty() ? std::string(" (it declares none)")
+                                                    : fmt::format(" (it declares {})", fmt::join(declared, ", "))));
+            continue;
+        }
+        for (std::string_view binding : split(std::string_view(spec).substr(eq + 1), ',')) {
+            auto colon = binding.find(':');
+            std::string_view axis = binding.substr(0, colon);
+            int64_t size = 0;
+            bool ok = colon != std::string_view::npos;
+            if (ok) {
+                std::string_view digits = binding.substr(colon + 1);
+                auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
+                ok = ec == std::errc() && end == digits.data() + digits.size() && size >= 1;
+            }
+            if (!ok) {
+                diags.emit(DiagCode::E0705, mesh->span,
+                           fmt::format("`--mesh {}`: `{}` is not `axis:size` with a size of at least 1", spec, binding));
+                continue;
+            }
+            ast::MeshAxisDecl* found = nullptr;
+            std::vector<std::string> axes;
+            for (ast::MeshAxisDecl& decl : mesh->axes) {
+                axes.emplace_back(decl.name.name);
+                if (decl.name.name == axis) found = &decl;
+            }
+            if (!found) {
+                diags.emit(DiagCode::E0705, mesh->span,
+                           fmt::format("`--mesh {}`: mesh `{}` has no axis `{}` (its axes: {})", spec, name, axis, fmt::join(axes, ", ")));
+                continue;
+            }
+            found->size = size;
+        }
+    }
+}
+
+}  // namespace meshc::sema
