@@ -259,21 +259,31 @@ private:
         switch (t) {
         case DType::Bool: v = b_.CreateZExt(v, i8_); break;
         case DType::F16: v = b_.CreateFPTrunc(v, b_.getHalfTy()); break;
-        case DType::BF16: {
-            // Round to nearest even: add 0x7fff plus the lowest kept bit, keep the top half.
-            llvm::Value* bits = b_.CreateBitCast(v, i32_);
-            llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
-            llvm::Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff)));
-            v = b_.CreateTrunc(b_.CreateLShr(rounded, 16), b_.getInt16Ty());
-            break;
-        }
+        case DType::BF16: v = bf16_bits(v); break;
         default: break;
         }
         b_.CreateStore(v, p);
     }
+    /// A float's bfloat16 bits, rounded to nearest even (add 0x7fff plus the lowest kept
+    /// bit, keep the top half); NaN stays NaN.
+    llvm::Value* bf16_bits(llvm::Value* v) {
+        llvm::Value* bits = b_.CreateBitCast(v, i32_);
+        llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), 1);
+        llvm::Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff)));
+        llvm::Value* top = b_.CreateTrunc(b_.CreateLShr(rounded, 16), b_.getInt16Ty());
+        llvm::Value* nan = b_.CreateFCmpUNO(v, v);
+        llvm::Value* quiet = b_.CreateOr(b_.CreateTrunc(b_.CreateLShr(bits, 16), b_.getInt16Ty()), b_.getInt16(0x40));
+        return b_.CreateSelect(nan, quiet, top);
+    }
     /// Converts a compute value of element type `from` to the compute type of `to`.
     llvm::Value* convert(llvm::Value* v, DType from, DType to) {
         llvm::Type* target = compute(to);
+        if ((to == DType::F16 || to == DType::BF16) && from != to) {
+            // Computed in float, but the value must be one a 16-bit float can hold.
+            v = convert(v, from, DType::F32);
+            if (to == DType::F16) return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), f32_);
+            return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bf16_bits(v), i32_), 16), f32_);
+        }
         if (v->getType() == target) return v;
         if (to == DType::Bool) {
             if (is_float(from)) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
@@ -556,26 +566,7 @@ private:
                                   i64_array(lshape(x)), i32c(op.dim), start, i64c(len), val_[r]});
             return;
         }
-        case OpKind::MakePartial: {
-            ValueId x = op.operands[0], r = op.results[0];
-            val_[r] = alloc(r);
-            llvm::Value* first = b_.getTrue();
-            for (int32_t a : spmd::group_axes(*fn_, op)) {
-                first = b_.CreateAnd(first, b_.CreateICmpEQ(coord(gtype(x).mesh, a), i64c(0)));
-            }
-            auto* keep = llvm::BasicBlock::Create(ctx_, "keep", llfn_);
-            auto* clear = llvm::BasicBlock::Create(ctx_, "clear", llfn_);
-            auto* join = llvm::BasicBlock::Create(ctx_, "partial", llfn_);
-            b_.CreateCondBr(first, keep, clear);
-            b_.SetInsertPoint(keep);
-            b_.CreateMemCpy(val_[r], llvm::MaybeAlign(64), val_[x], llvm::MaybeAlign(64), nbytes(r));
-            b_.CreateBr(join);
-            b_.SetInsertPoint(clear);
-            zero(r, val_[r]);
-            b_.CreateBr(join);
-            b_.SetInsertPoint(join);
-            return;
-        }
+        case OpKind::MakePartial: return make_partial(op);
         case OpKind::Place:
         case OpKind::Reshape: {
             ValueId x = op.operands[0], r = op.results[0];
@@ -634,6 +625,52 @@ private:
         case OpKind::If: return if_op(op);
         case OpKind::Grad: internal_error("autodiff reached the back end", __FILE__, __LINE__);
         }
+    }
+
+    /// make_partial over axes A: the global value becomes the sum over A of the pieces.
+    /// For an axis that splits a dim of the operand (and not of the result), each device
+    /// puts its piece at its offset in zeros; for an axis the operand is replicated over,
+    /// only the devices at coordinate 0 keep the value.
+    void make_partial(const Op& op) {
+        ValueId x = op.operands[0], r = op.results[0];
+        int32_t mesh = gtype(x).mesh;
+        val_[r] = alloc(r);
+        zero(r, val_[r]);
+        sema::AxisSet split_removed = 0;
+        std::vector<llvm::Value*> offset(lshape(x).size(), nullptr);
+        for (size_t d = 0; d < lshape(x).size(); ++d) {
+            const sema::AxisList& in = gtype(x).layout.dims[d];
+            const sema::AxisList& out = gtype(r).layout.dims[d];
+            std::vector<int32_t> removed;
+            for (size_t k = out.size(); k < in.size(); ++k) {
+                removed.push_back(in[k]);
+                split_removed |= sema::axis_bit(in[k]);
+            }
+            offset[d] = removed.empty() ? i64c(0) : b_.CreateMul(piece(mesh, removed), i64c(lshape(x)[d]));
+        }
+        llvm::Value* keep = b_.getTrue();
+        for (int32_t a : spmd::group_axes(*fn_, op)) {
+            if (split_removed & sema::axis_bit(static_cast<size_t>(a))) continue;
+            keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(mesh, a), i64c(0)));
+        }
+        auto* copy = llvm::BasicBlock::Create(ctx_, "keep", llfn_);
+        auto* join = llvm::BasicBlock::Create(ctx_, "partial", llfn_);
+        b_.CreateCondBr(keep, copy, join);
+        b_.SetInsertPoint(copy);
+        auto in_strides = strides_of(lshape(x));
+        auto out_strides = strides_of(lshape(r));
+        DType t = dt(x);
+        loop_nest(lshape(x), [&](const std::vector<llvm::Value*>& idx) {
+            llvm::Value* ia = i64c(0);
+            llvm::Value* oa = i64c(0);
+            for (size_t d = 0; d < idx.size(); ++d) {
+                ia = b_.CreateAdd(ia, b_.CreateMul(idx[d], i64c(in_strides[d])));
+                oa = b_.CreateAdd(oa, b_.CreateMul(b_.CreateAdd(idx[d], offset[d]), i64c(out_strides[d])));
+            }
+            store_elem(t, val_[r], oa, load_elem(t, val_[x], ia));
+        });
+        b_.CreateBr(join);
+        b_.SetInsertPoint(join);
     }
 
     void create(const Op& op) {
@@ -808,6 +845,8 @@ private:
             case Ew::Abs: r = fcall(llvm::Intrinsic::fabs, x); break;
             default: internal_error(fmt::format("element-wise {} on floats", ir::ew_name(e)), __FILE__, __LINE__);
             }
+            // A 16-bit float result is rounded after each op, as NumPy does.
+            if (ct == rt && (rt == DType::F16 || rt == DType::BF16)) return convert(r, DType::F32, rt);
             return convert(r, ct, rt);
         }
         llvm::Type* ty = compute(ct);

@@ -149,10 +149,24 @@ private:
             break;
         }
         case OpKind::AllReduce:
-        case OpKind::MakePartial:
         case OpKind::Place:
             if (shape(op.operands[0]) != shape(op.results[0])) problem(op, "changes the local shape");
             break;
+        case OpKind::MakePartial: {
+            // A split over a made-partial axis leaves the dim (the piece sits in zeros).
+            const auto& in = shape(op.operands[0]);
+            const auto& out = shape(op.results[0]);
+            bool ok = in.size() == out.size();
+            for (size_t d = 0; ok && d < in.size(); ++d) {
+                const auto& li = fn_.types[op.operands[0]].layout.dims[d];
+                const auto& lo = fn_.types[op.results[0]].layout.dims[d];
+                bool prefix = lo.size() <= li.size();
+                for (size_t k = 0; prefix && k < lo.size(); ++k) prefix = lo[k] == li[k];
+                ok = prefix && out[d] % in[d] == 0;
+            }
+            if (!ok) problem(op, "its result's splits are not a prefix of its operand's");
+            break;
+        }
         case OpKind::AllGather:
         case OpKind::ReduceScatter:
         case OpKind::LocalSlice:
@@ -289,7 +303,7 @@ private:
             case OpKind::AllGather:
             case OpKind::LocalSlice: out_ << " group " << group(op) << " dim " << op.dim; break;
             case OpKind::AllToAll: out_ << " group " << group(op) << " from " << op.dim << " to " << op.dim2; break;
-            case OpKind::MakePartial: out_ << " keep where " << group(op) << " coordinates are 0"; break;
+            case OpKind::MakePartial: out_ << " over " << group(op); break;
             case OpKind::Call: out_ << " @" << ir::function_label(m_.global->functions[static_cast<size_t>(op.callee)]); break;
             case OpKind::Load:
             case OpKind::Save:

@@ -14,7 +14,9 @@
 //   all_reduce / reduce_scatter / all_gather / all_to_all: the runtime collective over
 //     `group` (members numbered mixed-radix over group axes, first major);
 //   local_slice: piece mixed-radix(c[group axes]) of the local block along `dim`;
-//   make_partial: the value on devices whose coordinates on `axes` are all 0, zeros
+//   make_partial: for an axis that splits a dim of the operand, each device puts its
+//     piece at its offset in zeros (the result is unsplit there); for an axis the operand
+//     is replicated over, the value stays on devices at coordinate 0 and is zeros
 //     elsewhere (so the pending sum equals the value);
 //   place: a copy; leaving a mesh smaller than the program's device count, device 0's
 //     value is broadcast to every device.
