@@ -18,6 +18,7 @@
 // is copied); loop-carried values are owned by the loop.
 #include "codegen/codegen.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -52,18 +53,32 @@ using ir::OpKind;
 using ir::ValueId;
 
 const ir::Op* first_unsupported(const ir::Module& module, std::string& what) {
-    const ir::Op* found = nullptr;
+    // Reverse mode differentiates straight-line code: a function reached from `grad`
+    // (directly or through calls) may not hold `for`, `if` or another `grad` yet.
+    std::function<const Op*(size_t, std::set<size_t>&)> blocker = [&](size_t index, std::set<size_t>& seen) -> const Op* {
+        if (!seen.insert(index).second) return nullptr;
+        for (const Op& op : module.functions[index].ops) {
+            if (op.kind == OpKind::For || op.kind == OpKind::If || op.kind == OpKind::Grad) return &op;
+            if (op.kind == OpKind::Call) {
+                if (const Op* inner = blocker(static_cast<size_t>(op.callee), seen)) return inner;
+            }
+        }
+        return nullptr;
+    };
     for (const ir::Function& fn : module.functions) {
+        const Op* found = nullptr;
         ir::for_each_op(fn.ops, [&](const Op& op) {
-            if (found) return;
-            if (op.kind == OpKind::Grad) {
+            if (found || op.kind != OpKind::Grad) return;
+            std::set<size_t> seen;
+            if (const Op* inner = blocker(static_cast<size_t>(op.callee), seen)) {
                 found = &op;
-                what = "`grad` and `value_and_grad` (automatic differentiation)";
+                what = fmt::format("differentiating `{}`, which reaches a `{}` (reverse mode handles straight-line code and calls only)",
+                                   module.functions[static_cast<size_t>(op.callee)].name, ir::op_name(inner->kind));
             }
         });
-        if (found) break;
+        if (found) return found;
     }
-    return found;
+    return nullptr;
 }
 
 namespace {
@@ -106,6 +121,14 @@ public:
             fns_.push_back(f);
         }
         for (size_t i = 0; i < gm_.functions.size(); ++i) function(i);
+        // Forward and backward passes of the differentiated functions (and their callees),
+        // generated as they are asked for.
+        while (!ad_queue_.empty()) {
+            size_t i = ad_queue_.back();
+            ad_queue_.pop_back();
+            forward_function(i);
+            backward_function(i);
+        }
         entry_and_main(program_name);
     }
 
@@ -133,6 +156,15 @@ private:
     std::vector<bool> inlined_;       // fused into its only user: no buffer
     std::vector<bool> immediate_;     // a constant only element-wise ops read: no buffer
     std::map<const Op*, const Op*> root_;  // inlined op -> the materialised op that evaluates it
+
+    // Automatic differentiation (autodiff section below).
+    bool tape_mode_ = false;              // emitting a forward pass: keep every buffer
+    llvm::Value* tape_ = nullptr;         // the forward pass's tape (ptr array)
+    std::map<const Op*, size_t> call_slot_;  // a call's sub-tape slot in the tape
+    std::map<size_t, llvm::Function*> fwd_, bwd_;
+    std::vector<size_t> ad_queue_;
+    std::vector<llvm::Value*> ct_;        // backward pass: each value's cotangent (null: zero)
+    std::vector<bool> active_;            // depends on a parameter
 
     // ------------------------------------------------------------ runtime declarations
 
@@ -525,6 +557,7 @@ private:
         for (size_t i = 0; i < ops.size(); ++i) {
             bool materialise = ops[i].results.empty() || (!inlined_[ops[i].results[0]] && !immediate_[ops[i].results[0]]);
             if (materialise) emit(ops[i]);
+            if (tape_mode_) continue;  // the backward pass frees the tape
             for (ValueId v : free_after[i]) call("meshrt_free", {dev_, val_[v]});
         }
     }
@@ -623,7 +656,7 @@ private:
         }
         case OpKind::For: return for_op(op);
         case OpKind::If: return if_op(op);
-        case OpKind::Grad: internal_error("autodiff reached the back end", __FILE__, __LINE__);
+        case OpKind::Grad: return grad_op(op);
         }
     }
 
@@ -1011,18 +1044,39 @@ private:
         }, [&] { zero(r, val_[r]); });
     }
 
+    /// A stack array in the entry block (an alloca in a loop body would grow the stack
+    /// with every iteration).
+    llvm::Value* entry_alloca(llvm::Type* type, size_t count) {
+        llvm::IRBuilder<> eb(&llfn_->getEntryBlock(), llfn_->getEntryBlock().begin());
+        return eb.CreateAlloca(type, i64c(static_cast<int64_t>(std::max<size_t>(1, count))));
+    }
+    llvm::Value* ptr_array(const std::vector<llvm::Value*>& items, size_t count) {
+        llvm::Value* a = entry_alloca(ptr_, count);
+        for (size_t i = 0; i < items.size(); ++i) b_.CreateStore(items[i], b_.CreateConstGEP1_64(ptr_, a, i));
+        return a;
+    }
+    llvm::Value* slot(llvm::Value* array, size_t i) { return b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, array, i)); }
+
     void call_op(const Op& op) {
         const ir::Function& callee = gm_.functions[static_cast<size_t>(op.callee)];
-        auto* args = b_.CreateAlloca(ptr_, i64c(std::max<int64_t>(1, static_cast<int64_t>(op.operands.size()))));
-        auto* res = b_.CreateAlloca(ptr_, i64c(std::max<int64_t>(1, static_cast<int64_t>(callee.results.size()))));
-        for (size_t i = 0; i < op.operands.size(); ++i) b_.CreateStore(val_[op.operands[i]], b_.CreateConstGEP1_64(ptr_, args, i));
-        b_.CreateCall(fns_[static_cast<size_t>(op.callee)], {dev_, args, res});
-        for (size_t i = 0; i < op.results.size(); ++i) val_[op.results[i]] = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, res, i));
+        std::vector<llvm::Value*> args;
+        for (ValueId v : op.operands) args.push_back(val_[v]);
+        llvm::Value* argv = ptr_array(args, args.size());
+        llvm::Value* res = entry_alloca(ptr_, callee.results.size());
+        if (tape_mode_) {
+            // Forward pass of a differentiated function: the callee records its tape too.
+            llvm::Value* sub = entry_alloca(ptr_, 1);
+            b_.CreateCall(fwd_fn(static_cast<size_t>(op.callee)), {dev_, argv, res, sub});
+            b_.CreateStore(b_.CreateLoad(ptr_, sub), b_.CreateConstGEP1_64(ptr_, tape_, call_slot_.at(&op)));
+        } else {
+            b_.CreateCall(fns_[static_cast<size_t>(op.callee)], {dev_, argv, res});
+        }
+        for (size_t i = 0; i < op.results.size(); ++i) val_[op.results[i]] = slot(res, i);
     }
 
     void print(const Op& op) {
         auto* arg_ty = llvm::StructType::get(ctx_, {i32_, ptr_, ptr_});
-        auto* args = b_.CreateAlloca(arg_ty, i64c(std::max<int64_t>(1, static_cast<int64_t>(op.operands.size()))));
+        llvm::Value* args = entry_alloca(arg_ty, op.operands.size());
         int32_t mesh = -1;
         for (size_t i = 0; i < op.operands.size(); ++i) {
             ValueId v = op.operands[i];
@@ -1107,6 +1161,570 @@ private:
         }
         b_.SetInsertPoint(join);
         for (size_t k = 0; k < op.results.size(); ++k) val_[op.results[k]] = b_.CreateLoad(ptr_, slots[k]);
+    }
+
+    // ------------------------------------------------------------ automatic differentiation
+    //
+    // Reverse mode over the SPMD program itself. Every device's local buffers are treated
+    // as separate variables of one objective J = (1/N) * sum over the N devices holding
+    // the loss L of their copy of L (all equal, so dJ/dW = dL/dW for every global W).
+    // Local ops get their ordinary local adjoints; each collective's adjoint is its
+    // transpose over the same device group (all_reduce <-> all_reduce, all_gather <->
+    // reduce_scatter, all_to_all <-> the reverse all_to_all, local_slice <-> placing the
+    // piece in zeros). A parameter's copies are one variable, so its gradient is the sum
+    // of its local cotangents over the axes that replicate it: the data-parallel
+    // all_reduce of gradients falls out of this rule, with no annotation.
+    //
+    // fwd.f(dev, args, results, tape_out) runs f keeping every buffer and returns a tape
+    // (every value's buffer, then one sub-tape per call); bwd.f(dev, tape, ct_results,
+    // ct_params_out) takes a cotangent buffer for each result (owned), returns one for
+    // each parameter (owned by the caller), and frees the tape.
+
+    llvm::Function* fwd_fn(size_t index) {
+        auto it = fwd_.find(index);
+        if (it != fwd_.end()) return it->second;
+        auto* ft = llvm::FunctionType::get(void_, {ptr_, ptr_, ptr_, ptr_}, false);
+        std::string name = ir::function_label(gm_.functions[index]);
+        auto* f = llvm::Function::Create(ft, llvm::Function::InternalLinkage, "mesh.fwd." + name, mod_);
+        auto* bt = llvm::FunctionType::get(void_, {ptr_, ptr_, ptr_, ptr_}, false);
+        bwd_[index] = llvm::Function::Create(bt, llvm::Function::InternalLinkage, "mesh.bwd." + name, mod_);
+        fwd_[index] = f;
+        ad_queue_.push_back(index);
+        return f;
+    }
+    llvm::Function* bwd_fn(size_t index) {
+        fwd_fn(index);
+        return bwd_.at(index);
+    }
+
+    /// Tape slots of a function: one per value, then one per call op.
+    size_t tape_slots(const ir::Function& fn, std::map<const Op*, size_t>& calls) {
+        calls.clear();
+        size_t n = fn.types.size();
+        for (const Op& op : fn.ops) {
+            if (op.kind == OpKind::Call) calls[&op] = n++;
+        }
+        return n;
+    }
+
+    void begin_function(size_t index, llvm::Function* f) {
+        fn_ = &gm_.functions[index];
+        lf_ = &lm_.functions[index];
+        llfn_ = f;
+        val_.assign(fn_->types.size(), nullptr);
+        analyse();
+        auto* entry = llvm::BasicBlock::Create(ctx_, "entry", llfn_);
+        b_.SetInsertPoint(entry);
+        dev_ = llfn_->getArg(0);
+    }
+
+    void forward_function(size_t index) {
+        begin_function(index, fwd_.at(index));
+        // Nothing fused, nothing freed: the backward pass reads every value.
+        std::fill(inlined_.begin(), inlined_.end(), false);
+        std::fill(immediate_.begin(), immediate_.end(), false);
+        root_.clear();
+        size_t slots = tape_slots(*fn_, call_slot_);
+        tape_ = call("meshrt_alloc", {dev_, i64c(static_cast<int64_t>(slots * 8))});
+        b_.CreateMemSet(tape_, b_.getInt8(0), slots * 8, llvm::MaybeAlign(8));
+        b_.CreateStore(tape_, llfn_->getArg(3));
+        for (size_t i = 0; i < fn_->params.size(); ++i) val_[fn_->params[i]] = slot(llfn_->getArg(1), i);
+        tape_mode_ = true;
+        block(fn_->ops, fn_->results);
+        tape_mode_ = false;
+        for (size_t i = 0; i < fn_->results.size(); ++i) b_.CreateStore(val_[fn_->results[i]], b_.CreateConstGEP1_64(ptr_, llfn_->getArg(2), i));
+        for (ValueId v = 0; v < val_.size(); ++v) {
+            if (val_[v]) b_.CreateStore(val_[v], b_.CreateConstGEP1_64(ptr_, tape_, v));
+        }
+        b_.CreateRetVoid();
+    }
+
+    /// A zero-filled buffer shaped like v.
+    llvm::Value* zeros_like(ValueId v) {
+        llvm::Value* p = alloc(v);
+        zero(v, p);
+        return p;
+    }
+    /// v's cotangent buffer, created as zeros on first use.
+    llvm::Value* ct(ValueId v) {
+        if (!ct_[v]) ct_[v] = zeros_like(v);
+        return ct_[v];
+    }
+    /// ct[v][at] += x (x in v's compute type).
+    void add_to(ValueId v, llvm::Value* at, llvm::Value* x) {
+        llvm::Value* base = ct(v);
+        DType t = dt(v);
+        llvm::Value* old = load_elem(t, base, at);
+        store_elem(t, base, at, b_.CreateFAdd(old, x));
+    }
+    /// ct[v] += buffer (same shape), then frees buffer.
+    void add_buffer(ValueId v, llvm::Value* buffer) {
+        if (!ct_[v]) {
+            ct_[v] = buffer;
+            return;
+        }
+        DType t = dt(v);
+        loop(i64c(product(lshape(v))), [&](llvm::Value* i) { add_to(v, i, load_elem(t, buffer, i)); });
+        call("meshrt_free", {dev_, buffer});
+    }
+    bool differentiable(ValueId v) const { return active_[v] && is_float(dt(v)); }
+    llvm::Value* linear(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& strides) {
+        llvm::Value* at = i64c(0);
+        for (size_t d = 0; d < idx.size(); ++d) {
+            if (strides[d]) at = b_.CreateAdd(at, b_.CreateMul(idx[d], i64c(strides[d])));
+        }
+        return at;
+    }
+    /// Strides of operand v read at the index of a result of shape `out` (NumPy broadcasting).
+    std::vector<int64_t> broadcast_strides(ValueId v, const std::vector<int64_t>& out) {
+        const auto& s = lshape(v);
+        auto st = strides_of(s);
+        std::vector<int64_t> r(out.size(), 0);
+        size_t off = out.size() - s.size();
+        for (size_t d = 0; d < s.size(); ++d) r[off + d] = s[d] == 1 ? 0 : st[d];
+        return r;
+    }
+
+    void backward_function(size_t index) {
+        begin_function(index, bwd_.at(index));
+        size_t slots = tape_slots(*fn_, call_slot_);
+        (void)slots;
+        llvm::Value* tape = llfn_->getArg(1);
+        for (ValueId v = 0; v < val_.size(); ++v) val_[v] = slot(tape, v);
+        // Activity: the values that depend on a parameter.
+        active_.assign(fn_->types.size(), false);
+        for (ValueId p : fn_->params) active_[p] = true;
+        for (const Op& op : fn_->ops) {
+            bool any = false;
+            for (ValueId v : op.operands) any = any || active_[v];
+            for (ValueId r : op.results) active_[r] = any;
+        }
+        ct_.assign(fn_->types.size(), nullptr);
+        for (size_t i = 0; i < fn_->results.size(); ++i) {
+            ValueId r = fn_->results[i];
+            llvm::Value* given = slot(llfn_->getArg(2), i);
+            if (ct_[r]) add_buffer(r, given);
+            else ct_[r] = given;
+        }
+        for (auto it = fn_->ops.rbegin(); it != fn_->ops.rend(); ++it) adjoint(*it);
+        std::set<ValueId> params(fn_->params.begin(), fn_->params.end());
+        for (size_t i = 0; i < fn_->params.size(); ++i) {
+            ValueId p = fn_->params[i];
+            b_.CreateStore(ct(p), b_.CreateConstGEP1_64(ptr_, llfn_->getArg(3), i));
+        }
+        // Free the cotangents and the tape (a call's results belong to the callee's tape).
+        std::set<ValueId> call_results;
+        for (const Op& op : fn_->ops) {
+            if (op.kind == OpKind::Call) call_results.insert(op.results.begin(), op.results.end());
+        }
+        for (ValueId v = 0; v < ct_.size(); ++v) {
+            if (ct_[v] && !params.count(v)) call("meshrt_free", {dev_, ct_[v]});
+        }
+        for (const Op& op : fn_->ops) {
+            for (ValueId r : op.results) {
+                if (!call_results.count(r)) call("meshrt_free", {dev_, val_[r]});
+            }
+        }
+        call("meshrt_free", {dev_, tape});
+        b_.CreateRetVoid();
+    }
+
+    /// d result / d operand i of an element-wise function, at operands `a` and result `r`
+    /// (compute values of type ct).
+    llvm::Value* derivative(Ew e, size_t i, const std::vector<llvm::Value*>& a, llvm::Value* r, llvm::Type* ty) {
+        auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+        auto flag = [&](llvm::Value* cond) { return b_.CreateSelect(cond, c(1), c(0)); };
+        switch (e) {
+        case Ew::Add: return c(1);
+        case Ew::Sub: return c(i == 0 ? 1 : -1);
+        case Ew::Mul: return a[1 - i];
+        case Ew::Div: return i == 0 ? b_.CreateFDiv(c(1), a[1]) : b_.CreateFNeg(b_.CreateFDiv(r, a[1]));
+        case Ew::Mod: return i == 0 ? c(1) : b_.CreateFNeg(fcall(llvm::Intrinsic::floor, b_.CreateFDiv(a[0], a[1])));
+        case Ew::Max: return flag(i == 0 ? b_.CreateFCmpOGE(a[0], a[1]) : b_.CreateFCmpOLT(a[0], a[1]));
+        case Ew::Min: return flag(i == 0 ? b_.CreateFCmpOLE(a[0], a[1]) : b_.CreateFCmpOGT(a[0], a[1]));
+        case Ew::Neg: return c(-1);
+        case Ew::Exp: return r;
+        case Ew::Log: return b_.CreateFDiv(c(1), a[0]);
+        case Ew::Sqrt: return b_.CreateFDiv(c(0.5), r);
+        case Ew::Rsqrt: return b_.CreateFMul(c(-0.5), b_.CreateFDiv(r, a[0]));
+        case Ew::Tanh: return b_.CreateFSub(c(1), b_.CreateFMul(r, r));
+        case Ew::Sigmoid: return b_.CreateFMul(r, b_.CreateFSub(c(1), r));
+        case Ew::Relu: return flag(b_.CreateFCmpOGT(a[0], c(0)));
+        case Ew::Gelu: {
+            // d/dx 0.5 x (1 + t), t = tanh(k (x + 0.044715 x^3)).
+            llvm::Value* x = a[0];
+            llvm::Value* x2 = b_.CreateFMul(x, x);
+            llvm::Value* inner = b_.CreateFMul(c(0.7978845608028654), b_.CreateFAdd(x, b_.CreateFMul(c(0.044715), b_.CreateFMul(x2, x))));
+            llvm::Value* t = fcall(llvm::Intrinsic::tanh, inner);
+            llvm::Value* dinner = b_.CreateFMul(c(0.7978845608028654), b_.CreateFAdd(c(1), b_.CreateFMul(c(3 * 0.044715), x2)));
+            llvm::Value* left = b_.CreateFMul(c(0.5), b_.CreateFAdd(c(1), t));
+            llvm::Value* right = b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFMul(b_.CreateFSub(c(1), b_.CreateFMul(t, t)), dinner));
+            return b_.CreateFAdd(left, right);
+        }
+        case Ew::Abs: return b_.CreateSelect(b_.CreateFCmpOGT(a[0], c(0)), c(1), b_.CreateSelect(b_.CreateFCmpOLT(a[0], c(0)), c(-1), c(0)));
+        case Ew::Cast: return c(1);
+        default: return c(0);
+        }
+    }
+
+    void adjoint(const Op& op) {
+        if (op.kind == OpKind::Call) return adjoint_call(op);
+        bool any = false;
+        for (ValueId r : op.results) any = any || ct_[r];
+        if (!any) return;
+        bool wanted = false;
+        for (ValueId v : op.operands) wanted = wanted || differentiable(v);
+        if (!wanted) return;
+        ValueId y = op.results.empty() ? ir::kNoValue : op.results[0];
+        // Cotangent buffers that loops below add into are made here, outside the loops.
+        bool accumulates = op.kind != OpKind::Contract && op.kind != OpKind::AllReduce && op.kind != OpKind::AllGather &&
+                           op.kind != OpKind::ReduceScatter && op.kind != OpKind::AllToAll;
+        if (accumulates) {
+            for (ValueId v : op.operands) {
+                if (differentiable(v)) ct(v);
+            }
+        }
+        switch (op.kind) {
+        case OpKind::Elementwise: {
+            if (op.ew == Ew::Select) {
+                const auto& out = lshape(y);
+                auto cs = broadcast_strides(op.operands[0], out);
+                loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                    llvm::Value* g = load_elem(dt(y), ct_[y], linear(idx, strides_of(out)));
+                    llvm::Value* c = convert(load_elem(dt(op.operands[0]), val_[op.operands[0]], linear(idx, cs)), dt(op.operands[0]), DType::Bool);
+                    for (size_t i = 1; i < 3; ++i) {
+                        ValueId x = op.operands[i];
+                        if (!differentiable(x)) continue;
+                        llvm::Value* zero = llvm::ConstantFP::get(g->getType(), 0.0);
+                        llvm::Value* part = i == 1 ? b_.CreateSelect(c, g, zero) : b_.CreateSelect(c, zero, g);
+                        add_to(x, linear(idx, broadcast_strides(x, out)), convert(part, dt(y), dt(x)));
+                    }
+                });
+                return;
+            }
+            if (!is_float(dt(y))) return;
+            const auto& out = lshape(y);
+            auto ost = strides_of(out);
+            DType ctt = dt(y) == DType::F64 ? DType::F64 : DType::F32;
+            llvm::Type* ty = compute(ctt);
+            loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                llvm::Value* at = linear(idx, ost);
+                llvm::Value* g = convert(load_elem(dt(y), ct_[y], at), dt(y), ctt);
+                llvm::Value* r = convert(load_elem(dt(y), val_[y], at), dt(y), ctt);
+                std::vector<llvm::Value*> a;
+                for (ValueId v : op.operands) {
+                    llvm::Value* x = load_elem(dt(v), val_[v], linear(idx, broadcast_strides(v, out)));
+                    a.push_back(convert(x, dt(v), is_float(dt(v)) ? ctt : DType::F64));
+                }
+                for (auto& x : a) x = x->getType() == ty ? x : b_.CreateFPCast(x, ty);
+                for (size_t i = 0; i < op.operands.size(); ++i) {
+                    ValueId x = op.operands[i];
+                    if (!differentiable(x)) continue;
+                    llvm::Value* d = b_.CreateFMul(g, derivative(op.ew, i, a, r, ty));
+                    add_to(x, linear(idx, broadcast_strides(x, out)), convert(d, ctt, dt(x)));
+                }
+            });
+            return;
+        }
+        case OpKind::Broadcast: {
+            ValueId x = op.operands[0];
+            const auto& out = lshape(y);
+            auto xs = broadcast_strides(x, out);
+            loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                add_to(x, linear(idx, xs), convert(load_elem(dt(y), ct_[y], linear(idx, strides_of(out))), dt(y), dt(x)));
+            });
+            return;
+        }
+        case OpKind::Reduce: {
+            ValueId x = op.operands[0];
+            const auto& in = lshape(x);
+            std::vector<bool> reduced(in.size(), false);
+            for (int64_t d : op.ints) reduced[static_cast<size_t>(d)] = true;
+            std::vector<int64_t> kept;
+            for (size_t d = 0; d < in.size(); ++d) {
+                if (!reduced[d]) kept.push_back(in[d]);
+            }
+            auto kst = strides_of(kept);
+            std::vector<int64_t> ost(in.size(), 0);
+            for (size_t d = 0, k = 0; d < in.size(); ++d) {
+                if (!reduced[d]) ost[d] = kst[k++];
+            }
+            double scale = 1;
+            if (op.reduce == ir::ReduceKind::Mean) {
+                for (int64_t d : op.ints) scale /= static_cast<double>(gtype(x).shape[static_cast<size_t>(d)]);
+            }
+            loop_nest(in, [&](const std::vector<llvm::Value*>& idx) {
+                llvm::Value* ia = linear(idx, strides_of(in));
+                llvm::Value* oa = linear(idx, ost);
+                llvm::Value* g = load_elem(dt(y), ct_[y], oa);
+                llvm::Value* c = llvm::ConstantFP::get(g->getType(), scale);
+                llvm::Value* d = b_.CreateFMul(g, c);
+                if (op.reduce == ir::ReduceKind::Max) {
+                    llvm::Value* hit = b_.CreateFCmpOEQ(load_elem(dt(x), val_[x], ia), load_elem(dt(y), val_[y], oa));
+                    d = b_.CreateSelect(hit, d, llvm::ConstantFP::get(g->getType(), 0.0));
+                }
+                add_to(x, ia, d);
+            });
+            return;
+        }
+        case OpKind::Contract: {
+            std::string spec = op.text;
+            auto arrow = spec.find("->");
+            std::string ins = spec.substr(0, arrow), out = spec.substr(arrow + 2);
+            auto comma = ins.find(',');
+            std::string sa = ins.substr(0, comma), sb = comma == std::string::npos ? "" : ins.substr(comma + 1);
+            auto covered = [](const std::string& target, const std::string& from) {
+                for (char ch : target) {
+                    if (from.find(ch) == std::string::npos) return false;
+                }
+                return true;
+            };
+            auto run = [&](ValueId target, const std::string& s, ValueId p, ValueId q, bool two) {
+                llvm::Value* tmp = alloc(target);
+                llvm::Value* pv = p == y ? ct_[y] : val_[p];
+                llvm::Value* qv = two ? (q == y ? ct_[y] : val_[q]) : llvm::ConstantPointerNull::get(ptr_);
+                llvm::Value* null = llvm::ConstantPointerNull::get(ptr_);
+                call("meshrt_contract", {dev_, i32c(static_cast<int>(dt(target))), cstring(s), pv, i32c(static_cast<int64_t>(lshape(p).size())),
+                                         i64_array(lshape(p)), qv, i32c(two ? static_cast<int64_t>(lshape(q).size()) : 0),
+                                         two ? i64_array(lshape(q)) : null, tmp, i32c(static_cast<int64_t>(lshape(target).size())),
+                                         i64_array(lshape(target))});
+                add_buffer(target, tmp);
+            };
+            ValueId a = op.operands[0];
+            if (op.operands.size() == 1) {
+                if (!covered(sa, out)) internal_error("the adjoint of a contraction that sums a dim of one operand", __FILE__, __LINE__);
+                run(a, out + "->" + sa, y, y, false);
+                return;
+            }
+            ValueId bv = op.operands[1];
+            if (differentiable(a)) {
+                if (!covered(sa, out + sb)) internal_error("the adjoint of a contraction that sums a dim of one operand", __FILE__, __LINE__);
+                run(a, out + "," + sb + "->" + sa, y, bv, true);
+            }
+            if (differentiable(bv)) {
+                if (!covered(sb, sa + out)) internal_error("the adjoint of a contraction that sums a dim of one operand", __FILE__, __LINE__);
+                run(bv, sa + "," + out + "->" + sb, a, y, true);
+            }
+            return;
+        }
+        case OpKind::AllReduce:
+        case OpKind::AllGather:
+        case OpKind::ReduceScatter:
+        case OpKind::AllToAll: {
+            ValueId x = op.operands[0];
+            int32_t mesh = gtype(x).mesh;
+            std::vector<int32_t> ax = spmd::group_axes(*fn_, op);
+            llvm::Value* axes_c = i32_array(ax);
+            llvm::Value* n = i32c(static_cast<int64_t>(ax.size()));
+            llvm::Value* type = i32c(static_cast<int>(dt(x)));
+            llvm::Value* rank = i32c(static_cast<int64_t>(lshape(y).size()));
+            llvm::Value* tmp = alloc(x);
+            on_members(mesh, [&] {
+                switch (op.kind) {
+                case OpKind::AllReduce:
+                    call("meshrt_all_reduce", {dev_, i32c(mesh), n, axes_c, type, i32c(0), ct_[y], tmp, i64c(product(lshape(y)))});
+                    break;
+                case OpKind::AllGather:
+                    call("meshrt_reduce_scatter", {dev_, i32c(mesh), n, axes_c, type, i32c(0), ct_[y], tmp, rank, i64_array(lshape(y)), i32c(op.dim)});
+                    break;
+                case OpKind::ReduceScatter:
+                    call("meshrt_all_gather", {dev_, i32c(mesh), n, axes_c, type, ct_[y], tmp, rank, i64_array(lshape(y)), i32c(op.dim)});
+                    break;
+                default:
+                    call("meshrt_all_to_all", {dev_, i32c(mesh), n, axes_c, type, ct_[y], tmp, rank, i64_array(lshape(y)), i32c(op.dim2), i32c(op.dim)});
+                    break;
+                }
+            }, [&] { zero(x, tmp); });
+            if (op.kind == OpKind::AllReduce && op.reduce == ir::ReduceKind::Max) {
+                // Only the maxima receive the summed cotangent.
+                loop(i64c(product(lshape(x))), [&](llvm::Value* i) {
+                    llvm::Value* hit = b_.CreateFCmpOEQ(load_elem(dt(x), val_[x], i), load_elem(dt(y), val_[y], i));
+                    llvm::Value* g = load_elem(dt(x), tmp, i);
+                    store_elem(dt(x), tmp, i, b_.CreateSelect(hit, g, llvm::ConstantFP::get(g->getType(), 0.0)));
+                });
+            }
+            add_buffer(x, tmp);
+            return;
+        }
+        case OpKind::LocalSlice:
+        case OpKind::Slice: {
+            ValueId x = op.operands[0];
+            auto d = static_cast<size_t>(op.dim);
+            llvm::Value* start = op.kind == OpKind::Slice ? i64c(op.ints[0])
+                                                          : b_.CreateMul(piece(gtype(x).mesh, spmd::group_axes(*fn_, op)), i64c(lshape(y)[d]));
+            auto xst = strides_of(lshape(x));
+            loop_nest(lshape(y), [&](const std::vector<llvm::Value*>& idx) {
+                std::vector<llvm::Value*> xi = idx;
+                xi[d] = b_.CreateAdd(idx[d], start);
+                add_to(x, linear(xi, xst), load_elem(dt(y), ct_[y], linear(idx, strides_of(lshape(y)))));
+            });
+            return;
+        }
+        case OpKind::Concat: {
+            auto d = static_cast<size_t>(op.dim);
+            int64_t offset = 0;
+            for (ValueId p : op.operands) {
+                if (differentiable(p)) {
+                    auto yst = strides_of(lshape(y));
+                    int64_t off = offset;
+                    loop_nest(lshape(p), [&](const std::vector<llvm::Value*>& idx) {
+                        std::vector<llvm::Value*> yi = idx;
+                        yi[d] = b_.CreateAdd(idx[d], i64c(off));
+                        add_to(p, linear(idx, strides_of(lshape(p))), load_elem(dt(y), ct_[y], linear(yi, yst)));
+                    });
+                }
+                offset += lshape(p)[d];
+            }
+            return;
+        }
+        case OpKind::MakePartial: {
+            ValueId x = op.operands[0];
+            int32_t mesh = gtype(x).mesh;
+            sema::AxisSet split_removed = 0;
+            std::vector<llvm::Value*> offset(lshape(x).size());
+            for (size_t d = 0; d < lshape(x).size(); ++d) {
+                const sema::AxisList& in = gtype(x).layout.dims[d];
+                const sema::AxisList& out = gtype(y).layout.dims[d];
+                std::vector<int32_t> removed;
+                for (size_t k = out.size(); k < in.size(); ++k) {
+                    removed.push_back(in[k]);
+                    split_removed |= sema::axis_bit(in[k]);
+                }
+                offset[d] = removed.empty() ? i64c(0) : b_.CreateMul(piece(mesh, removed), i64c(lshape(x)[d]));
+            }
+            llvm::Value* keep = b_.getTrue();
+            for (int32_t a : spmd::group_axes(*fn_, op)) {
+                if (!(split_removed & sema::axis_bit(static_cast<size_t>(a)))) keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(mesh, a), i64c(0)));
+            }
+            ct(x);
+            auto* yes = llvm::BasicBlock::Create(ctx_, "keep", llfn_);
+            auto* join = llvm::BasicBlock::Create(ctx_, "kept", llfn_);
+            b_.CreateCondBr(keep, yes, join);
+            b_.SetInsertPoint(yes);
+            auto yst = strides_of(lshape(y));
+            loop_nest(lshape(x), [&](const std::vector<llvm::Value*>& idx) {
+                std::vector<llvm::Value*> yi = idx;
+                for (size_t d = 0; d < idx.size(); ++d) yi[d] = b_.CreateAdd(idx[d], offset[d]);
+                add_to(x, linear(idx, strides_of(lshape(x))), load_elem(dt(y), ct_[y], linear(yi, yst)));
+            });
+            b_.CreateBr(join);
+            b_.SetInsertPoint(join);
+            return;
+        }
+        case OpKind::Place:
+        case OpKind::Reshape: {
+            ValueId x = op.operands[0];
+            loop(i64c(product(lshape(x))), [&](llvm::Value* i) { add_to(x, i, convert(load_elem(dt(y), ct_[y], i), dt(y), dt(x))); });
+            return;
+        }
+        case OpKind::Embedding: {
+            ValueId table = op.operands[0], ids = op.operands[1];
+            if (!differentiable(table)) return;
+            int64_t rows = lshape(table)[0], width = lshape(table)[1];
+            llvm::Value* row0 = dim_offset(table, 0);
+            ct(table);
+            loop(i64c(product(lshape(ids))), [&](llvm::Value* i) {
+                llvm::Value* id = b_.CreateSub(convert(load_elem(dt(ids), val_[ids], i), dt(ids), DType::I64), row0);
+                llvm::Value* inside = b_.CreateAnd(b_.CreateICmpSGE(id, i64c(0)), b_.CreateICmpSLT(id, i64c(rows)));
+                auto* yes = llvm::BasicBlock::Create(ctx_, "row", llfn_);
+                auto* join = llvm::BasicBlock::Create(ctx_, "rowdone", llfn_);
+                b_.CreateCondBr(inside, yes, join);
+                b_.SetInsertPoint(yes);
+                loop(i64c(width), [&](llvm::Value* k) {
+                    llvm::Value* g = load_elem(dt(y), ct_[y], b_.CreateAdd(b_.CreateMul(i, i64c(width)), k));
+                    add_to(table, b_.CreateAdd(b_.CreateMul(id, i64c(width)), k), g);
+                });
+                b_.CreateBr(join);
+                b_.SetInsertPoint(join);
+            });
+            return;
+        }
+        default: return;  // no differentiable operand (create, load, one_hot, print, save)
+        }
+    }
+
+    void adjoint_call(const Op& op) {
+        auto callee = static_cast<size_t>(op.callee);
+        std::vector<llvm::Value*> cts;
+        for (ValueId r : op.results) {
+            cts.push_back(ct(r));
+            ct_[r] = nullptr;  // handed to the callee's backward pass, which frees it
+        }
+        llvm::Value* ct_in = ptr_array(cts, cts.size());
+        llvm::Value* ct_out = entry_alloca(ptr_, op.operands.size());
+        llvm::Value* sub = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, llfn_->getArg(1), call_slot_.at(&op)));
+        b_.CreateCall(bwd_fn(callee), {dev_, sub, ct_in, ct_out});
+        for (size_t i = 0; i < op.operands.size(); ++i) {
+            ValueId x = op.operands[i];
+            llvm::Value* g = slot(ct_out, i);
+            if (differentiable(x)) add_buffer(x, g);
+            else call("meshrt_free", {dev_, g});
+        }
+    }
+
+    /// `grad(f)(args)` / `value_and_grad(f)(args)` in an ordinary function.
+    void grad_op(const Op& op) {
+        auto callee = static_cast<size_t>(op.callee);
+        const ir::Function& f = gm_.functions[callee];
+        std::vector<llvm::Value*> args;
+        for (ValueId v : op.operands) args.push_back(val_[v]);
+        llvm::Value* argv = ptr_array(args, args.size());
+        llvm::Value* res = entry_alloca(ptr_, f.results.size());
+        llvm::Value* tape = entry_alloca(ptr_, 1);
+        b_.CreateCall(fwd_fn(callee), {dev_, argv, res, tape});
+        // The loss: copied out of the tape (the backward pass frees the tape).
+        const ir::TensorType& lt = f.types[f.results[0]];
+        int64_t lbytes = bytes(lt.dtype);
+        size_t next = 0;
+        if (op.dim == 1) {
+            ValueId v = op.results[next++];
+            val_[v] = alloc(v);
+            b_.CreateMemCpy(val_[v], llvm::MaybeAlign(8), slot(res, 0), llvm::MaybeAlign(8), lbytes);
+        }
+        // Seed: 1/N on each of the N devices that hold the loss.
+        int64_t holders = lt.mesh < 0 ? lm_.device_count : gm_.meshes[static_cast<size_t>(lt.mesh)].device_count();
+        llvm::Value* seed = call("meshrt_alloc", {dev_, i64c(lbytes)});
+        store_elem(lt.dtype, seed, i64c(0), const_of(lt.dtype, 1.0 / static_cast<double>(holders)));
+        llvm::Value* ct_in = ptr_array({seed}, 1);
+        llvm::Value* ct_out = entry_alloca(ptr_, op.operands.size());
+        b_.CreateCall(bwd_fn(callee), {dev_, b_.CreateLoad(ptr_, tape), ct_in, ct_out});
+        // The gradient of each leaf of the first argument: the sum of its local
+        // cotangents over the axes that replicate it, in the argument's layout.
+        size_t leaves = op.results.size() - next;
+        for (size_t i = 0; i < op.operands.size(); ++i) {
+            llvm::Value* g = slot(ct_out, i);
+            if (i >= leaves) {
+                call("meshrt_free", {dev_, g});
+                continue;
+            }
+            ValueId out = op.results[next + i];
+            const ir::TensorType& t = gtype(out);
+            int32_t mesh = t.mesh;
+            if (mesh < 0) {
+                // Not on a mesh: replicated on every device; sum over the program's devices.
+                for (size_t m = 0; m < gm_.meshes.size(); ++m) {
+                    if (gm_.meshes[m].device_count() == lm_.device_count) mesh = static_cast<int32_t>(m);
+                }
+            }
+            std::vector<int32_t> axes;
+            if (mesh >= 0) {
+                sema::AxisSet split = t.mesh >= 0 ? t.layout.split_axes() : 0;
+                for (size_t a = 0; a < gm_.meshes[static_cast<size_t>(mesh)].axes.size(); ++a) {
+                    if (!(split & sema::axis_bit(a)) && gm_.meshes[static_cast<size_t>(mesh)].axes[a].size > 1) axes.push_back(static_cast<int32_t>(a));
+                }
+            }
+            if (axes.empty()) {
+                val_[out] = g;
+                continue;
+            }
+            val_[out] = alloc(out);
+            llvm::Value* target = val_[out];
+            on_members(mesh, [&] {
+                call("meshrt_all_reduce", {dev_, i32c(mesh), i32c(static_cast<int64_t>(axes.size())), i32_array(axes),
+                                           i32c(static_cast<int>(dt(out))), i32c(0), g, target, i64c(product(lshape(out)))});
+            }, [&] { b_.CreateMemCpy(target, llvm::MaybeAlign(8), g, llvm::MaybeAlign(8), nbytes(out)); });
+            call("meshrt_free", {dev_, g});
+        }
     }
 
     // ------------------------------------------------------------ entry and main

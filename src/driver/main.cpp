@@ -186,7 +186,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
                   const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
     std::string what;
     if (const ir::Op* op = codegen::first_unsupported(gir, what)) {
-        diags.emit(DiagCode::E0703, op->span, fmt::format("{} is not supported by the back end yet", what))
+        diags.emit(DiagCode::E0703, op->span, fmt::format("{}: not supported by the back end yet", what))
             .note("`meshc check` and `meshc explain` accept this program; only `build` and `run` need the back end");
         return 1;
     }
