@@ -1,7 +1,7 @@
 // Reference kernels for tests/bench/backend/run_backend_bench.py, compiled by the driver
 // in the same run as the Mesh programs it is compared with:
 //
-//     c++ -O3 -march=native reference.cpp -I<openblas include> -lopenblas -o reference
+//     c++ -std=c++20 -O3 -march=native reference.cpp -I<openblas include> -lopenblas -o reference
 //
 // (-O3 so that the diagnostic `chain` loop vectorises as meshc's does; sgemm and memcpy
 // are library code and do not depend on it.)
@@ -18,15 +18,32 @@
 //                                      fresh 64-byte aligned allocation adds)
 //   reference chain N ITERS            the element-wise chain of the Mesh benchmark in C
 //                                      over N floats, into a warm buffer (diagnostic)
+//   reference sgemm_fresh N THREADS ITERS
+//                                      sgemm into an output allocated for each call
+//                                      (fresh pages: mmap'd, freed after; diagnostic)
+//   reference allreduce DEVICES COUNT ITERS
+//   reference allreduce_fresh DEVICES COUNT ITERS
+//                                      the simulated mesh's all_reduce algorithm
+//                                      (runtime/comm/sim: reduce-scatter then all-gather
+//                                      through shared memory, one thread per device,
+//                                      barriers between the phases) on COUNT f32 per
+//                                      device, into warm outputs, or into outputs
+//                                      allocated (aligned_alloc) before each call and
+//                                      freed after, as the generated code does; each
+//                                      time is one call, barrier to barrier (diagnostic)
 //   reference info                     OpenBLAS's configuration string
 #include <cblas.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int);
@@ -72,12 +89,78 @@ void chain(const float* __restrict x, const float* __restrict y, float* __restri
     }
 }
 
+// runtime/comm/reduce.cpp's f32 sum: tiles of 2048, the first input copied, the others added.
+void reduce_sum(float* out, const float* const* in, int n, size_t count) {
+    constexpr size_t kTile = 2048;
+    for (size_t t = 0; t < count; t += kTile) {
+        const size_t len = std::min(kTile, count - t);
+        std::memcpy(out + t, in[0] + t, len * sizeof(float));
+        for (int i = 1; i < n; ++i)
+            for (size_t j = 0; j < len; ++j)
+                out[t + j] += in[i][t + j];
+    }
+}
+
+std::vector<double> allreduce(int n, size_t count, int iters, bool fresh) {
+    std::vector<float*> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int d = 0; d < n; ++d) {
+        in[size_t(d)] = alloc_floats(count);
+        fill(in[size_t(d)], count, unsigned(10 + d));
+        if (!fresh) {
+            out[size_t(d)] = alloc_floats(count);
+            std::memset(out[size_t(d)], 0, count * sizeof(float));
+        }
+    }
+    std::barrier sync(n);
+    std::vector<double> seconds;
+    auto device = [&](int r) {
+        const size_t base = count / size_t(n), extra = count % size_t(n);
+        auto chunk = [&](size_t j) {
+            const size_t b = j * base + std::min(j, extra);
+            return std::make_pair(b, b + base + (j < extra ? 1 : 0));
+        };
+        for (int it = -1; it < iters; ++it) {
+            sync.arrive_and_wait();
+            const double t = now();
+            if (fresh)
+                out[size_t(r)] = alloc_floats(count);
+            sync.arrive_and_wait();   // buffers published
+            auto [b, e] = chunk(size_t(r));
+            std::vector<const float*> ins(static_cast<size_t>(n));
+            for (int i = 0; i < n; ++i)
+                ins[size_t(i)] = in[size_t(i)] + b;
+            reduce_sum(out[size_t(r)] + b, ins.data(), n, e - b);
+            sync.arrive_and_wait();   // every chunk reduced
+            for (int j = 0; j < n; ++j) {
+                if (j == r)
+                    continue;
+                auto [jb, je] = chunk(size_t(j));
+                std::memcpy(out[size_t(r)] + jb, out[size_t(j)] + jb, (je - jb) * sizeof(float));
+            }
+            sync.arrive_and_wait();   // no peer reads my output any more
+            if (r == 0 && it >= 0)
+                seconds.push_back(now() - t);
+            if (fresh) {
+                sync.arrive_and_wait();   // the output is the next value; freed later
+                std::free(out[size_t(r)]);
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int d = 0; d < n; ++d)
+        threads.emplace_back(device, d);
+    for (auto& t : threads)
+        t.join();
+    return seconds;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: reference sgemm N THREADS ITERS | copy BYTES ITERS | "
-                             "copy_fresh BYTES ITERS | chain N ITERS | info\n");
+                             "copy_fresh BYTES ITERS | chain N ITERS | sgemm_fresh N THREADS ITERS | "
+                             "allreduce[_fresh] DEVICES COUNT ITERS | info\n");
         return 2;
     }
     const std::string mode = argv[1];
@@ -86,7 +169,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     std::vector<double> seconds;
-    if (mode == "sgemm" && argc == 5) {
+    if ((mode == "sgemm" || mode == "sgemm_fresh") && argc == 5) {
         const int n = std::atoi(argv[2]), threads = std::atoi(argv[3]), iters = std::atoi(argv[4]);
         openblas_set_num_threads(threads);
         float* a = alloc_floats(size_t(n) * n);
@@ -95,17 +178,31 @@ int main(int argc, char** argv) {
         fill(a, size_t(n) * n, 1);
         fill(b, size_t(n) * n, 2);
         std::memset(c, 0, size_t(n) * n * sizeof(float));
+        const size_t cbytes = size_t(n) * n * sizeof(float);
         for (int it = -1; it < iters; ++it) {
+            float* out = c;
+            if (mode == "sgemm_fresh") {
+                void* p = mmap(nullptr, cbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (p == MAP_FAILED) {
+                    std::fprintf(stderr, "mmap failed\n");
+                    return 1;
+                }
+                out = static_cast<float*>(p);
+            }
             const double t = now();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
-                        c, n);
+                        out, n);
             if (it >= 0)
                 seconds.push_back(now() - t);
+            if (mode == "sgemm_fresh") {
+                c[0] = out[size_t(n) * n / 2];
+                munmap(out, cbytes);
+            }
         }
-        print_result("sgemm", seconds,
+        print_result(mode.c_str(), seconds,
                      ", \"flops\": " + std::to_string(2.0 * n * n * n) +
                          ", \"threads\": " + std::to_string(threads) +
-                         ", \"check\": " + std::to_string(double(c[size_t(n) * n / 2])));
+                         ", \"check\": " + std::to_string(double(c[0])));
         return 0;
     }
     if ((mode == "copy" || mode == "copy_fresh") && argc == 4) {
@@ -153,6 +250,14 @@ int main(int argc, char** argv) {
         print_result("chain", seconds,
                      ", \"bytes_moved\": " + std::to_string(3.0 * double(n * sizeof(float))) +
                          ", \"check\": " + std::to_string(double(z[n / 2])));
+        return 0;
+    }
+    if ((mode == "allreduce" || mode == "allreduce_fresh") && argc == 5) {
+        const int n = std::atoi(argv[2]), iters = std::atoi(argv[4]);
+        const size_t count = size_t(std::atoll(argv[3]));
+        seconds = allreduce(n, count, iters, mode == "allreduce_fresh");
+        print_result(mode.c_str(), seconds,
+                     ", \"bytes_per_device\": " + std::to_string(count * sizeof(float)));
         return 0;
     }
     std::fprintf(stderr, "reference: bad arguments (run without arguments for usage)\n");
