@@ -263,3 +263,20 @@ def npy_bytes(arr, descr=None, shape=None, fortran=False, truncate=None):
     if truncate is not None:
         data = data[:truncate]
     return data
+
+
+def numgrad(f, x, h=1e-6):
+    """Central finite differences of the scalar float64 function f at x (any shape):
+    the independent reference for gradients too tedious to derive by hand."""
+    x = np.array(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + h
+        up = f(x)
+        flat[i] = old - h
+        down = f(x)
+        flat[i] = old
+        gflat[i] = (up - down) / (2.0 * h)
+    return g

@@ -1,37 +1,37 @@
 // Reference kernels for tests/bench/backend/run_backend_bench.py, compiled by the driver
-// in the same run as the Mesh programs it is compared with:
+// in the same run as the Mesh programs they are compared with:
 //
-//     c++ -std=c++20 -O3 -march=native reference.cpp -I<openblas include> -lopenblas -o reference
+//     c++ -std=c++20 -O3 -march=native reference.cpp -I<openblas include> -o reference -lopenblas
 //
 // (-O3 so that the diagnostic `chain` loop vectorises as meshc's does; sgemm and memcpy
 // are library code and do not depend on it.)
 //
-// Every mode does one untimed warm-up, then ITERS timed repetitions of the same call on
-// the same (already touched) buffers, and prints one JSON object on stdout:
-//     {"mode": ..., "seconds": [t1, t2, ...], ...}
+// Every mode does one untimed warm-up call, then ITERS timed calls, and prints one JSON
+// object on stdout: {"mode": ..., "seconds": [t1, t2, ...], ...}.
 //
-//   reference sgemm N THREADS ITERS    cblas_sgemm of N x N x N f32 (row-major, no
-//                                      transposes), OpenBLAS limited to THREADS threads
-//   reference copy BYTES ITERS         memcpy of BYTES into a warm buffer (one thread)
-//   reference copy_fresh BYTES ITERS   the same into a buffer allocated for each call and
-//                                      freed after (page faults included: the cost a
-//                                      fresh 64-byte aligned allocation adds)
-//   reference chain N ITERS            the element-wise chain of the Mesh benchmark in C
-//                                      over N floats, into a warm buffer (diagnostic)
-//   reference sgemm_fresh N THREADS ITERS
-//                                      sgemm into an output allocated for each call
-//                                      (fresh pages: mmap'd, freed after; diagnostic)
+// The references the targets are measured against (warm buffers, touched before):
+//   reference sgemm N THREADS ITERS       cblas_sgemm, N x N x N f32, row-major, no
+//                                         transposes, OpenBLAS limited to THREADS threads
+//   reference copy BYTES ITERS            memcpy of BYTES (one thread)
+//
+// Diagnostics (where the time of a generated program goes):
+//   reference sgemm_fresh N THREADS ITERS sgemm into an output in fresh pages (mmap'd
+//                                         before each call, unmapped after)
+//   reference copy_fresh BYTES ITERS      memcpy into a buffer allocated before each call
+//                                         (aligned_alloc, as meshrt_alloc) and freed after
+//   reference chain N ITERS               the benchmark's element-wise chain in C over N
+//                                         f32, into a warm buffer
+//   reference chain_fresh N ITERS         the same into a buffer allocated for each call
 //   reference allreduce DEVICES COUNT ITERS
 //   reference allreduce_fresh DEVICES COUNT ITERS
-//                                      the simulated mesh's all_reduce algorithm
-//                                      (runtime/comm/sim: reduce-scatter then all-gather
-//                                      through shared memory, one thread per device,
-//                                      barriers between the phases) on COUNT f32 per
-//                                      device, into warm outputs, or into outputs
-//                                      allocated (aligned_alloc) before each call and
-//                                      freed after, as the generated code does; each
-//                                      time is one call, barrier to barrier (diagnostic)
-//   reference info                     OpenBLAS's configuration string
+//                                         the simulated mesh's all_reduce algorithm
+//                                         (runtime/comm/sim: one thread per device,
+//                                         reduce-scatter then all-gather through shared
+//                                         memory, barriers between the phases) on COUNT
+//                                         f32 per device, into warm outputs or into outputs
+//                                         allocated before each call and freed after; a
+//                                         time is one call, barrier to barrier
+//   reference info                        OpenBLAS's configuration string
 #include <cblas.h>
 
 #include <sys/mman.h>
@@ -158,9 +158,8 @@ std::vector<double> allreduce(int n, size_t count, int iters, bool fresh) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: reference sgemm N THREADS ITERS | copy BYTES ITERS | "
-                             "copy_fresh BYTES ITERS | chain N ITERS | sgemm_fresh N THREADS ITERS | "
-                             "allreduce[_fresh] DEVICES COUNT ITERS | info\n");
+        std::fprintf(stderr, "usage: reference sgemm[_fresh] N THREADS ITERS | copy[_fresh] BYTES ITERS"
+                             " | chain[_fresh] N ITERS | allreduce[_fresh] DEVICES COUNT ITERS | info\n");
         return 2;
     }
     const std::string mode = argv[1];
@@ -232,24 +231,30 @@ int main(int argc, char** argv) {
                          ", \"check\": " + std::to_string(check));
         return 0;
     }
-    if (mode == "chain" && argc == 4) {
+    if ((mode == "chain" || mode == "chain_fresh") && argc == 4) {
         const size_t n = size_t(std::atoll(argv[2]));
         const int iters = std::atoi(argv[3]);
+        const bool fresh = mode == "chain_fresh";
         float* x = alloc_floats(n);
         float* y = alloc_floats(n);
         float* z = alloc_floats(n);
         fill(x, n, 4);
         fill(y, n, 5);
         std::memset(z, 0, n * sizeof(float));
+        double check = 0;
         for (int it = -1; it < iters; ++it) {
             const double t = now();
-            chain(x, y, z, n);
+            float* out = fresh ? alloc_floats(n) : z;
+            chain(x, y, out, n);
+            check += out[n / 2];
+            if (fresh)
+                std::free(out);
             if (it >= 0)
                 seconds.push_back(now() - t);
         }
-        print_result("chain", seconds,
+        print_result(mode.c_str(), seconds,
                      ", \"bytes_moved\": " + std::to_string(3.0 * double(n * sizeof(float))) +
-                         ", \"check\": " + std::to_string(double(z[n / 2])));
+                         ", \"check\": " + std::to_string(check));
         return 0;
     }
     if ((mode == "allreduce" || mode == "allreduce_fresh") && argc == 5) {

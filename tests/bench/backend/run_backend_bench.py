@@ -169,7 +169,7 @@ def stats(seconds):
 def compile_reference(tmp):
     exe = os.path.join(tmp, "reference")
     cxx = os.environ.get("CXX", "c++")
-    run([cxx, "-O3", "-march=native", os.path.join(HERE, "reference.cpp"), f"-I{OPENBLAS_INCLUDE}",
+    run([cxx, "-std=c++20", "-O3", "-march=native", os.path.join(HERE, "reference.cpp"), f"-I{OPENBLAS_INCLUDE}",
          "-o", exe, "-lopenblas"], what="compiling reference.cpp")
     return exe
 
@@ -184,19 +184,21 @@ def write_npy_f32(path, n, seed):
 def bench_matmul(meshc, ref, tmp, size, repeat, threads):
     n, iters = size["mm_n"], size["mm_iters"]
     _, exe = build(meshc, tmp, "matmul", gen_matmul(n, iters))
-    mesh_s, ref_s = [], []
+    mesh_s, ref_s, fresh_s = [], [], []
     for _ in range(repeat):
         ref_s += reference(ref, "sgemm", n, threads, iters)["seconds"]
         ev = [e for e in run_traced(exe, tmp, [f"--mesh-threads={threads}"]) if e["name"] == "contract"]
         if len(ev) != iters + 1:
             raise SystemExit(f"matmul: expected {iters + 1} contract events, found {len(ev)}")
         mesh_s += [e["dur"] * 1e-6 for e in ev[1:]]
+        fresh_s += reference(ref, "sgemm_fresh", n, threads, iters)["seconds"]
     flops = 2.0 * n ** 3
-    (m, mb), (r, rb) = stats(mesh_s), stats(ref_s)
+    (m, mb), (r, rb), (fr, _) = stats(mesh_s), stats(ref_s), stats(fresh_s)
     return dict(n=n, threads=threads, iterations=len(mesh_s),
                 mesh_median_s=m, mesh_best_s=mb, ref_median_s=r, ref_best_s=rb,
                 mesh_gflops=flops / m * 1e-9, mesh_best_gflops=flops / mb * 1e-9,
                 ref_gflops=flops / r * 1e-9, ref_best_gflops=flops / rb * 1e-9,
+                ref_fresh_gflops=flops / fr * 1e-9,
                 ratio=r / m, target=TARGETS["matmul"])
 
 
@@ -222,7 +224,7 @@ def bench_elementwise(meshc, ref, tmp, size, repeat):
         raise SystemExit(f"elementwise: the chain is not one vectorised loop: {fusion}")
     write_npy_f32(os.path.join(tmp, "x.npy"), n, 1)
     write_npy_f32(os.path.join(tmp, "y.npy"), n, 2)
-    mesh_s, copy_s, fresh_s, chain_s = [], [], [], []
+    mesh_s, copy_s, fresh_s, chain_s, chain_fresh_s = [], [], [], [], []
     for _ in range(repeat):
         copy_s += reference(ref, "copy", copy_bytes, iters)["seconds"]
         ev = [e for e in run_traced(exe, tmp, []) if e["name"] == "contract"]
@@ -232,17 +234,19 @@ def bench_elementwise(meshc, ref, tmp, size, repeat):
         mesh_s += [(b["ts"] - (a["ts"] + a["dur"])) * 1e-6 for a, b in zip(ev, ev[1:])]
         fresh_s += reference(ref, "copy_fresh", copy_bytes, iters)["seconds"]
         chain_s += reference(ref, "chain", n, iters)["seconds"]
+        chain_fresh_s += reference(ref, "chain_fresh", n, iters)["seconds"]
     for f in ("x.npy", "y.npy"):
         os.remove(os.path.join(tmp, f))
     moved = 3 * 4 * n                  # x and y read once, z written once
     copy_moved = 2 * copy_bytes        # memcpy: read + write
     (m, mb), (c, cb) = stats(mesh_s), stats(copy_s)
-    (fr, _), (ch, _) = stats(fresh_s), stats(chain_s)
+    (fr, _), (ch, _), (cf, _) = stats(fresh_s), stats(chain_s), stats(chain_fresh_s)
     return dict(elements=n, ops=CHAIN_OPS, chain=CHAIN, bytes=moved, copy_bytes=copy_bytes,
                 iterations=len(mesh_s), mesh_median_s=m, mesh_best_s=mb,
                 mesh_gbs=moved / m * 1e-9, mesh_best_gbs=moved / mb * 1e-9,
                 copy_gbs=copy_moved / c * 1e-9, copy_best_gbs=copy_moved / cb * 1e-9,
                 copy_fresh_gbs=copy_moved / fr * 1e-9, c_chain_gbs=moved / ch * 1e-9,
+                c_chain_fresh_gbs=moved / cf * 1e-9,
                 ratio=(moved / m) / (copy_moved / c), target=TARGETS["elementwise"], **fusion)
 
 
@@ -259,9 +263,11 @@ def bench_all_reduce(meshc, ref, tmp, size, repeat):
     b = 4 * count
     src, exe = build(meshc, tmp, "all_reduce", gen_all_reduce(n, count, iters))
     check_one_all_reduce(meshc, src, b)
-    mesh_s, span_s, copy_s = [], [], []
+    mesh_s, span_s, copy_s, warm_s, fresh_s = [], [], [], [], []
     for _ in range(repeat):
         copy_s += reference(ref, "copy", copy_bytes, iters)["seconds"]
+        warm_s += reference(ref, "allreduce", n, count, iters)["seconds"]
+        fresh_s += reference(ref, "allreduce_fresh", n, count, iters)["seconds"]
         events = run_traced(exe, tmp, [])
         colls = [e for e in events if e["name"] in
                  ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast_all")]
@@ -281,35 +287,42 @@ def bench_all_reduce(meshc, ref, tmp, size, repeat):
     moved = 2 * n * b
     copy_moved = 2 * copy_bytes
     (m, mb), (c, cb), (sp, _) = stats(mesh_s), stats(copy_s), stats(span_s)
+    (w, _), (fr, _) = stats(warm_s), stats(fresh_s)
     return dict(devices=n, bytes_per_device=b, bytes=moved, copy_bytes=copy_bytes,
                 iterations=len(mesh_s), mesh_median_s=m, mesh_best_s=mb, span_median_s=sp,
                 mesh_gbs=moved / m * 1e-9, mesh_best_gbs=moved / mb * 1e-9,
                 copy_gbs=copy_moved / c * 1e-9, copy_best_gbs=copy_moved / cb * 1e-9,
+                c_warm_s=w, c_warm_gbs=moved / w * 1e-9, c_fresh_s=fr, c_fresh_gbs=moved / fr * 1e-9,
                 ratio=(moved / m) / (copy_moved / c), target=TARGETS["all_reduce"])
 
 
 # ---------------------------------------------------------------- report
 
-def report(name, r):
-    met = "met" if r["ratio"] >= r["target"] else "MISSED"
+def report(name, r, smoke):
+    verdict = "(smoke)" if smoke else ("met" if r["ratio"] >= r["target"] else "MISSED")
+    tail = f"ratio {r['ratio']:.3f}, target {r['target']}: {verdict}"
     if name == "matmul":
-        print(f"matmul {r['n']}^3 f32, {r['threads']} threads, {r['iterations']} calls: "
+        print(f"matmul {r['n']}^3 f32, {r['threads']} OpenBLAS threads, {r['iterations']} calls: "
               f"meshc {r['mesh_gflops']:.1f} GFLOP/s (best {r['mesh_best_gflops']:.1f}), "
-              f"cblas_sgemm {r['ref_gflops']:.1f} GFLOP/s (best {r['ref_best_gflops']:.1f}); "
-              f"ratio {r['ratio']:.3f}, target {r['target']} {met}")
+              f"cblas_sgemm {r['ref_gflops']:.1f} GFLOP/s (best {r['ref_best_gflops']:.1f}); {tail}")
+        print(f"    diagnostic: cblas_sgemm into a fresh output {r['ref_fresh_gflops']:.1f} GFLOP/s")
     elif name == "elementwise":
         print(f"elementwise {r['ops']} ops over {r['elements']} f32 ({r['vector_loops']} vector loop, "
               f"<{r['vector_width']} x float>), {r['iterations']} iterations: meshc "
-              f"{r['mesh_gbs']:.2f} GB/s (best {r['mesh_best_gbs']:.2f}, {r['mesh_median_s'] * 1e3:.1f} ms), "
-              f"memcpy {r['copy_gbs']:.2f} GB/s; ratio {r['ratio']:.3f}, target {r['target']} {met}")
-        print(f"    diagnostics: memcpy into a fresh buffer {r['copy_fresh_gbs']:.2f} GB/s, "
-              f"the chain in C into a warm buffer {r['c_chain_gbs']:.2f} GB/s")
+              f"{r['mesh_gbs']:.2f} GB/s (best {r['mesh_best_gbs']:.2f}; {r['mesh_median_s'] * 1e3:.2f} ms), "
+              f"memcpy {r['copy_gbs']:.2f} GB/s (best {r['copy_best_gbs']:.2f}); {tail}")
+        print(f"    diagnostics: memcpy into a fresh buffer {r['copy_fresh_gbs']:.2f} GB/s; the chain in C "
+              f"into a warm buffer {r['c_chain_gbs']:.2f} GB/s, into a fresh one {r['c_chain_fresh_gbs']:.2f} GB/s")
     else:
-        print(f"all_reduce {r['bytes_per_device'] // MIB if r['bytes_per_device'] >= MIB else r['bytes_per_device']}"
-              f"{' MiB' if r['bytes_per_device'] >= MIB else ' bytes'} f32 per device over {r['devices']} devices, "
-              f"{r['iterations']} calls: {r['mesh_gbs']:.2f} GB/s as 2nb/t (best {r['mesh_best_gbs']:.2f}, "
-              f"{r['mesh_median_s'] * 1e3:.1f} ms max over devices, {r['span_median_s'] * 1e3:.1f} ms first in to "
-              f"last out), memcpy {r['copy_gbs']:.2f} GB/s; ratio {r['ratio']:.3f}, target {r['target']} {met}")
+        b = r["bytes_per_device"]
+        size = f"{b // MIB} MiB" if b >= MIB else f"{b} bytes"
+        print(f"all_reduce {size} f32 per device over {r['devices']} devices, {r['iterations']} calls: "
+              f"{r['mesh_gbs']:.2f} GB/s as 2nb/t (best {r['mesh_best_gbs']:.2f}; {r['mesh_median_s'] * 1e3:.2f} ms "
+              f"max over devices, {r['span_median_s'] * 1e3:.2f} ms first in to last out), memcpy "
+              f"{r['copy_gbs']:.2f} GB/s (best {r['copy_best_gbs']:.2f}); {tail}")
+        print(f"    diagnostics: the same algorithm in C into warm outputs {r['c_warm_gbs']:.2f} GB/s "
+              f"({r['c_warm_s'] * 1e3:.2f} ms), into fresh outputs {r['c_fresh_gbs']:.2f} GB/s "
+              f"({r['c_fresh_s'] * 1e3:.2f} ms)")
 
 
 def machine():
@@ -332,6 +345,11 @@ def machine():
     cxx = os.environ.get("CXX", "c++")
     info["cxx"] = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     return info
+
+
+def git_revision():
+    p = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else None
 
 
 def check_baseline(path, results, tolerance):
@@ -382,14 +400,15 @@ def main():
                 results[name] = bench_elementwise(meshc, ref, tmp, size, repeat)
             else:
                 results[name] = bench_all_reduce(meshc, ref, tmp, size, repeat)
-            report(name, results[name])
+            report(name, results[name], args.smoke)
             sys.stdout.flush()
     if args.smoke:
         print("smoke: ok (tiny sizes: the figures above say nothing about speed)")
         return 0
     record = dict(date=datetime.date.today().isoformat(),
                   command="python3 " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-                  meshc=run([meshc, "--version"]).strip(), openblas=openblas, repeat=repeat,
+                  meshc=run([meshc, "--version"]).strip(), source=git_revision(), openblas=openblas,
+                  repeat=repeat,
                   machine=machine(), results=results)
     for path in (args.json, args.write_baseline):
         if path:
