@@ -72,8 +72,9 @@ const ir::Op* first_unsupported(const ir::Module& module, std::string& what) {
             std::set<size_t> seen;
             if (const Op* inner = blocker(static_cast<size_t>(op.callee), seen)) {
                 found = &op;
-                what = fmt::format("differentiating `{}`, which reaches a `{}` (reverse mode handles straight-line code and calls only)",
-                                   module.functions[static_cast<size_t>(op.callee)].name, ir::op_name(inner->kind));
+                what = fmt::format("differentiating `{}`, which reaches {} `{}` (reverse mode handles straight-line code and calls only)",
+                                   module.functions[static_cast<size_t>(op.callee)].name, inner->kind == OpKind::If ? "an" : "a",
+                                   ir::op_name(inner->kind));
             }
         });
         if (found) return found;

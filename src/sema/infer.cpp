@@ -131,6 +131,10 @@ private:
 
     // layouts
     void fix_layout(ValueId v, int32_t mesh, const Layout& layout);
+    /// Gives a weakly typed value (an untyped literal, a creation op without a dtype, or
+    /// an element-wise chain of those) the element type its context asks for, with the
+    /// chain that made it; it is then typed (a second context must agree).
+    void settle_dtype(ValueId v, DType dtype);
     ValueId coerce(ValueId v, const TensorType& target, Span span, const std::string& reason,
                    bool inserted = true);
     ValueId plan_coercion(ValueId v, int32_t mesh, const Layout& target, Span span,
@@ -212,7 +216,7 @@ private:
     Binding binding_;
     std::vector<std::map<std::string_view, Binding_>> scopes_;
     std::vector<bool> flexible_;
-    std::vector<bool> weak_;                     // untyped literal scalars
+    std::vector<bool> weak_;                     // untyped literals and creations: element type from context
     // The op list and index of each value's producer (null for parameters and region
     // arguments); valid while that list is open, which is as long as a value can be
     // flexible.
@@ -660,6 +664,22 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
 
 // ---------------------------------------------------------------- layouts
 
+void FunctionBuilder::settle_dtype(ValueId v, DType dtype) {
+    f_.types[v].dtype = dtype;
+    weak_[v] = false;
+    auto [list, index] = producer_[v];
+    if (!list) return;
+    const ir::Op& op = (*list)[index];
+    if (op.kind != ir::OpKind::Elementwise || op.ew == ir::Ew::Cast) return;
+    bool compares = op.ew == ir::Ew::Eq || op.ew == ir::Ew::Ne || op.ew == ir::Ew::Lt || op.ew == ir::Ew::Le ||
+                    op.ew == ir::Ew::Gt || op.ew == ir::Ew::Ge || op.ew == ir::Ew::And || op.ew == ir::Ew::Or || op.ew == ir::Ew::Not;
+    if (compares) return;
+    size_t first = op.ew == ir::Ew::Select ? 1 : 0;
+    for (size_t i = first; i < op.operands.size(); ++i) {
+        if (weak_[op.operands[i]]) settle_dtype(op.operands[i], dtype);
+    }
+}
+
 void FunctionBuilder::fix_layout(ValueId v, int32_t mesh, const Layout& layout) {
     TensorType& t = f_.types[v];
     t.mesh = mesh;
@@ -796,7 +816,7 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
     }
     if (t.dtype != target.dtype) {
         if (weak_[v]) {
-            f_.types[v].dtype = target.dtype;
+            settle_dtype(v, target.dtype);
         } else {
             fail(DiagCode::E0308, span,
                  fmt::format("element type mismatch: expected {}, found {}", dtype_name(target.dtype), dtype_name(t.dtype)),
@@ -1968,7 +1988,11 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             if (lit == DType::F32 && !is_float(*dtype)) {
                 fail(DiagCode::E0308, span, fmt::format("a float literal meets a {} value", dtype_name(*dtype)));
             }
-            f_.types[operands[i]].dtype = *dtype;
+            if (producer_[operands[i]].first && (*producer_[operands[i]].first)[producer_[operands[i]].second].kind != ir::OpKind::Constant) {
+                settle_dtype(operands[i], *dtype);  // a creation (or a chain of them): typed from here on
+            } else {
+                f_.types[operands[i]].dtype = *dtype;
+            }
         }
     }
     if (!dtype) dtype = type(operands[first_data]).dtype;
@@ -2410,8 +2434,10 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
         a = plan_coercion(a, mesh, want_a, span, "operands of a contraction must agree on their splits", true);
         b = plan_coercion(b, mesh, want_b, span, "operands of a contraction must agree on their splits", true);
     }
+    if (weak_[a] && !weak_[b] && type(a).dtype != type(b).dtype) settle_dtype(a, type(b).dtype);
+    if (weak_[b] && !weak_[a] && type(b).dtype != type(a).dtype) settle_dtype(b, type(a).dtype);
     TensorType t;
-    t.dtype = weak_[a] ? type(b).dtype : type(a).dtype;
+    t.dtype = type(a).dtype;
     t.mesh = mesh;
     t.layout = Layout::replicated(io.size());
     std::vector<std::string_view> names;
@@ -2886,25 +2912,29 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         static const std::set<std::string_view> kLabels = {"axis", "over", "dim", "from", "to", "start", "size", "dtype"};
         if (!kLabels.count(label)) fail(DiagCode::E0309, value->span, fmt::format("`{}` has no argument `{}`", builtin_info(b).name, label));
     }
-    auto create = [&](ir::CreateKind kind, std::vector<int64_t> shape, DType dtype, int64_t seed, double number) {
+    // Element type: the dtype argument, else from context (weak, like a literal), else f32.
+    auto create = [&](ir::CreateKind kind, std::vector<int64_t> shape, std::optional<DType> dtype, int64_t seed, double number) {
         ir::Op op{ir::OpKind::Create};
         op.create = kind;
         op.seed = seed;
         op.number = number;
         op.span = call.span;
         TensorType t;
-        t.dtype = dtype;
+        t.dtype = dtype.value_or(DType::F32);
         t.shape = std::move(shape);
         t.layout = Layout::replicated(t.rank());
         ValueId v = emit(std::move(op), std::move(t));
         flexible_[v] = true;
+        weak_[v] = !dtype;
         return v;
     };
     switch (b) {
     case Builtin::zeros:
     case Builtin::ones: {
         want(1, 2);
-        DType dt = pos.size() == 2 ? dtype_arg(*pos[1]) : (named_arg("dtype") ? dtype_arg(*named_arg("dtype")) : DType::F32);
+        std::optional<DType> dt;
+        if (pos.size() == 2) dt = dtype_arg(*pos[1]);
+        else if (named_arg("dtype")) dt = dtype_arg(*named_arg("dtype"));
         return create(b == Builtin::zeros ? ir::CreateKind::Zeros : ir::CreateKind::Ones, shape_arg(*pos[0]), dt, 0, 0);
     }
     case Builtin::full: {
@@ -2913,12 +2943,14 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         const Expr& v = *pos[1];
         if (v.kind == ExprKind::FloatLit) value = v.float_value;
         else value = static_cast<double>(int_arg(v));
-        return create(ir::CreateKind::Full, shape_arg(*pos[0]), DType::F32, 0, value);
+        return create(ir::CreateKind::Full, shape_arg(*pos[0]), std::nullopt, 0, value);
     }
     case Builtin::iota: {
         want(1, 2);
         auto shape = shape_arg(*pos[0]);
-        DType dt = pos.size() == 2 ? dtype_arg(*pos[1]) : DType::I64;
+        std::optional<DType> dt;
+        if (pos.size() == 2) dt = dtype_arg(*pos[1]);
+        else if (named_arg("dtype")) dt = dtype_arg(*named_arg("dtype"));
         ValueId v = create(ir::CreateKind::Iota, shape, dt, 0, 0);
         const Expr* axis = named_arg("axis");
         int64_t k = axis ? axis_arg(*axis, v) : 0;
@@ -2929,7 +2961,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
     case Builtin::random_uniform: {
         want(2, 2);
         return create(b == Builtin::random_normal ? ir::CreateKind::RandomNormal : ir::CreateKind::RandomUniform,
-                      shape_arg(*pos[1]), DType::F32, int_arg(*pos[0]), 0);
+                      shape_arg(*pos[1]), std::nullopt, int_arg(*pos[0]), 0);
     }
     case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
     case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
@@ -2956,8 +2988,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ValueId x = lower_expr(*pos[0]);
         DType to = dtype_arg(*pos[1]);
         if (weak_[x]) {
-            f_.types[x].dtype = to;
-            weak_[x] = false;
+            settle_dtype(x, to);
             return x;
         }
         ValueId v = elementwise(ir::Ew::Cast, {x}, call.span);
@@ -3160,6 +3191,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         want(2, 2);
         ValueId ids = lower_expr(*pos[0]);
         int64_t n = int_arg(*pos[1]);
+        if (weak_[ids]) settle_dtype(ids, DType::I64);
         if (type(ids).dtype != DType::I32 && type(ids).dtype != DType::I64) {
             fail(DiagCode::E0308, pos[0]->span, fmt::format("`one_hot` takes integer ids, found {}", type_str(type(ids))));
         }
@@ -3181,6 +3213,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         want(2, 2);
         ValueId table = lower_expr(*pos[0]);
         ValueId ids = lower_expr(*pos[1]);
+        if (weak_[ids]) settle_dtype(ids, DType::I64);
         if (type(table).rank() != 2) fail(DiagCode::E0307, pos[0]->span, fmt::format("`embedding` takes a [V, D] table, found {}", type_str(type(table))));
         if (type(ids).dtype != DType::I32 && type(ids).dtype != DType::I64) {
             fail(DiagCode::E0308, pos[1]->span, fmt::format("`embedding` takes integer ids, found {}", type_str(type(ids))));
