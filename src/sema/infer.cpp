@@ -3024,11 +3024,56 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         return elementwise(ir::Ew::Sub, {shifted, ls}, call.span);
     }
     case Builtin::einsum: {
-        want(3, 3);
+        want(2, 3);
         if (pos[0]->kind != ExprKind::StringLit) fail(DiagCode::E0309, pos[0]->span, "the first argument of `einsum` is its spec, a string like \"ij,jk->ik\"");
         ValueId a = lower_expr(*pos[1]);
-        ValueId c = lower_expr(*pos[2]);
-        return contract(pos[0]->string_value, a, c, call.span);
+        if (pos.size() == 3) {
+            ValueId c = lower_expr(*pos[2]);
+            return contract(pos[0]->string_value, a, c, call.span);
+        }
+        // One operand ("ij->ji", "ij->i"): a sum over the indices the output drops, then
+        // a permutation (NumPy's einsum on one array, without diagonals).
+        std::string spec(pos[0]->string_value);
+        auto arrow = spec.find("->");
+        if (arrow == std::string::npos || spec.find(',') != std::string::npos) {
+            fail(DiagCode::E0309, pos[0]->span, fmt::format("einsum spec \"{}\" with one operand must look like \"ij->ji\"", spec));
+        }
+        std::string in = spec.substr(0, arrow), out = spec.substr(arrow + 2);
+        for (const std::string* part : {&in, &out}) {
+            for (size_t i = 0; i < part->size(); ++i) {
+                char ch = (*part)[i];
+                if (ch < 'a' || ch > 'z') fail(DiagCode::E0309, pos[0]->span, fmt::format("einsum spec \"{}\": indices are lowercase letters", spec));
+                if (part->find(ch) != i) fail(DiagCode::E0309, pos[0]->span, fmt::format("einsum spec \"{}\": index `{}` repeats (diagonals are not supported)", spec, ch));
+            }
+        }
+        if (in.size() != type(a).rank()) {
+            fail(DiagCode::E0307, call.span, fmt::format("einsum \"{}\" needs an operand of rank {}; found {}", spec, in.size(), shape_string(type(a).shape)));
+        }
+        std::vector<int64_t> dropped;
+        std::string kept;
+        for (size_t d = 0; d < in.size(); ++d) {
+            if (out.find(in[d]) == std::string::npos) dropped.push_back(static_cast<int64_t>(d));
+            else kept.push_back(in[d]);
+        }
+        for (char ch : out) {
+            if (in.find(ch) == std::string::npos) fail(DiagCode::E0309, pos[0]->span, fmt::format("einsum output index `{}` is not an input index", ch));
+        }
+        ValueId x = dropped.empty() ? a : reduce(ir::ReduceKind::Sum, a, dropped, false, call.span);
+        if (kept == out) return x;
+        const TensorType& xt = type(x);
+        TensorType r = xt;
+        std::vector<std::string_view> names;
+        for (size_t d = 0; d < out.size(); ++d) {
+            auto k = kept.find(out[d]);
+            r.shape[d] = xt.shape[k];
+            r.layout.dims[d] = xt.layout.dims[k];
+            names.push_back(dim_names_[x][k]);
+        }
+        ir::Op op{ir::OpKind::Contract};
+        op.text = kept + "->" + out;
+        op.operands = {x};
+        op.span = call.span;
+        return emit(std::move(op), std::move(r), std::move(names));
     }
     case Builtin::print:
     case Builtin::save: {
