@@ -192,6 +192,8 @@ private:
         decl("meshrt_load", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
         decl("meshrt_save", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
+        decl("meshrt_trace_begin", void_, {ptr_, ptr_});
+        decl("meshrt_trace_end", void_, {ptr_});
     }
 
     llvm::CallInst* call(const std::string& name, std::vector<llvm::Value*> args) { return b_.CreateCall(rt_.at(name), args); }
@@ -584,7 +586,8 @@ private:
         }
         case OpKind::Elementwise:
         case OpKind::Broadcast: return fused(op);
-        case OpKind::Reduce: return reduce(op);
+        case OpKind::Reduce:
+            return traced(fmt::format("reduce {}", ir::reduce_name(op.reduce)), product(lshape(op.operands[0])), [&] { reduce(op); });
         case OpKind::Contract: return contract(op);
         case OpKind::AllReduce:
         case OpKind::AllGather:
@@ -919,7 +922,29 @@ private:
         return convert(r, ct, rt);
     }
 
+    /// The names of the element-wise functions of a fused tree: "mul,add,relu".
+    void fused_names(const Op& op, std::string& names) {
+        for (ValueId v : op.operands) {
+            if (inlined_[v]) fused_names(*def_[v], names);
+        }
+        names += (names.empty() ? "" : ",") + std::string(op.kind == OpKind::Broadcast ? "broadcast" : ir::ew_name(op.ew));
+    }
+    /// Brackets a generated loop in the trace (`--trace`) when it is big enough to matter.
+    template <typename F>
+    void traced(const std::string& name, int64_t elements, F&& body) {
+        bool trace = elements >= 4096;
+        if (trace) call("meshrt_trace_begin", {dev_, cstring(name)});
+        body();
+        if (trace) call("meshrt_trace_end", {dev_});
+    }
+
     void fused(const Op& op) {
+        std::string names;
+        fused_names(op, names);
+        traced("elementwise " + names, product(lshape(op.results[0])), [&] { fused_loop(op); });
+    }
+
+    void fused_loop(const Op& op) {
         ValueId r = op.results[0];
         val_[r] = alloc(r);
         const auto& out = lshape(r);
