@@ -53,17 +53,17 @@ using ir::OpKind;
 using ir::ValueId;
 
 const ir::Op* first_unsupported(const ir::Module& module, std::string& what) {
-    // Reverse mode differentiates straight-line code: a function reached from `grad`
-    // (directly or through calls) may not hold `for`, `if` or another `grad` yet.
+    // Reverse mode differentiates straight-line code, loops, branches and calls; a
+    // function reached from `grad` (directly or through calls) may not hold another `grad`.
     std::function<const Op*(size_t, std::set<size_t>&)> blocker = [&](size_t index, std::set<size_t>& seen) -> const Op* {
         if (!seen.insert(index).second) return nullptr;
-        for (const Op& op : module.functions[index].ops) {
-            if (op.kind == OpKind::For || op.kind == OpKind::If || op.kind == OpKind::Grad) return &op;
-            if (op.kind == OpKind::Call) {
-                if (const Op* inner = blocker(static_cast<size_t>(op.callee), seen)) return inner;
-            }
-        }
-        return nullptr;
+        const Op* found = nullptr;
+        ir::for_each_op(module.functions[index].ops, [&](const Op& op) {
+            if (found) return;
+            if (op.kind == OpKind::Grad) found = &op;
+            else if (op.kind == OpKind::Call) found = blocker(static_cast<size_t>(op.callee), seen);
+        });
+        return found;
     };
     for (const ir::Function& fn : module.functions) {
         const Op* found = nullptr;
@@ -72,9 +72,9 @@ const ir::Op* first_unsupported(const ir::Module& module, std::string& what) {
             std::set<size_t> seen;
             if (const Op* inner = blocker(static_cast<size_t>(op.callee), seen)) {
                 found = &op;
-                what = fmt::format("differentiating `{}`, which reaches {} `{}` (reverse mode handles straight-line code and calls only)",
-                                   module.functions[static_cast<size_t>(op.callee)].name, inner->kind == OpKind::If ? "an" : "a",
-                                   ir::op_name(inner->kind));
+                (void)inner;
+                what = fmt::format("differentiating `{}`, which takes a gradient itself (a second derivative)",
+                                   module.functions[static_cast<size_t>(op.callee)].name);
             }
         });
         if (found) return found;
@@ -161,11 +161,13 @@ private:
     // Automatic differentiation (autodiff section below).
     bool tape_mode_ = false;              // emitting a forward pass: keep every buffer
     llvm::Value* tape_ = nullptr;         // the forward pass's tape (ptr array)
-    std::map<const Op*, size_t> call_slot_;  // a call's sub-tape slot in the tape
+    std::map<const Op*, size_t> tape_slot_;  // a call's sub-tape, a loop's iteration tapes, an if's branch
+    size_t tape_size_ = 0;                   // slots of every tape of the function
     std::map<size_t, llvm::Function*> fwd_, bwd_;
     std::vector<size_t> ad_queue_;
     std::vector<llvm::Value*> ct_;        // backward pass: each value's cotangent (null: zero)
     std::vector<bool> active_;            // depends on a parameter
+    std::vector<bool> region_value_;      // defined in a loop body or a branch
 
     // ------------------------------------------------------------ runtime declarations
 
@@ -560,7 +562,10 @@ private:
         for (size_t i = 0; i < ops.size(); ++i) {
             bool materialise = ops[i].results.empty() || (!inlined_[ops[i].results[0]] && !immediate_[ops[i].results[0]]);
             if (materialise) emit(ops[i]);
-            if (tape_mode_) continue;  // the backward pass frees the tape
+            if (tape_mode_) {
+                for (ValueId r : ops[i].results) record(r);
+                continue;  // the backward pass frees the tape
+            }
             for (ValueId v : free_after[i]) call("meshrt_free", {dev_, val_[v]});
         }
     }
@@ -1093,7 +1098,7 @@ private:
             // Forward pass of a differentiated function: the callee records its tape too.
             llvm::Value* sub = entry_alloca(ptr_, 1);
             b_.CreateCall(fwd_fn(static_cast<size_t>(op.callee)), {dev_, argv, res, sub});
-            b_.CreateStore(b_.CreateLoad(ptr_, sub), b_.CreateConstGEP1_64(ptr_, tape_, call_slot_.at(&op)));
+            b_.CreateStore(b_.CreateLoad(ptr_, sub), b_.CreateConstGEP1_64(ptr_, tape_, tape_slot_.at(&op)));
         } else {
             b_.CreateCall(fns_[static_cast<size_t>(op.callee)], {dev_, argv, res});
         }
@@ -1128,8 +1133,9 @@ private:
             b_.CreateStore(copy_of(op.operands[2 + k]), slots[k]);
         }
         ValueId iv = body.args[0];
-        llvm::Value* ibuf = call("meshrt_alloc", {dev_, i64c(8)});
         llvm::Value* count = b_.CreateIntrinsic(llvm::Intrinsic::smax, {i64_}, {b_.CreateSub(hi, lo), i64c(0)});
+        if (tape_mode_) return for_forward(op, lo, count, slots);
+        llvm::Value* ibuf = call("meshrt_alloc", {dev_, i64c(8)});
         loop(count, [&](llvm::Value* step) {
             b_.CreateStore(convert(b_.CreateAdd(lo, step), DType::I64, dt(iv)), b_.CreateGEP(storage(dt(iv)), ibuf, i64c(0)));
             val_[iv] = ibuf;
@@ -1158,8 +1164,53 @@ private:
         for (size_t k = 0; k < n; ++k) val_[op.results[k]] = b_.CreateLoad(ptr_, slots[k]);
     }
 
+    /// Forward pass of a loop in a differentiated function: every iteration gets its own
+    /// tape (its arguments and every value of the body), listed in an array stored in the
+    /// current tape's slot for the loop: [count, tape 0, tape 1, ...]. Carried values are
+    /// fresh copies each iteration, so each buffer belongs to exactly one tape.
+    void for_forward(const Op& op, llvm::Value* lo, llvm::Value* count, const std::vector<llvm::Value*>& slots) {
+        const ir::Region& body = op.regions[0];
+        size_t n = slots.size();
+        ValueId iv = body.args[0];
+        llvm::Value* outer = tape_;
+        llvm::Value* iters = call("meshrt_alloc", {dev_, b_.CreateMul(b_.CreateAdd(count, i64c(1)), i64c(8))});
+        b_.CreateStore(count, iters);
+        b_.CreateStore(iters, b_.CreateConstGEP1_64(ptr_, outer, tape_slot_.at(&op)));
+        loop(count, [&](llvm::Value* step) {
+            llvm::Value* it = call("meshrt_alloc", {dev_, i64c(static_cast<int64_t>(tape_size_ * 8))});
+            b_.CreateMemSet(it, b_.getInt8(0), tape_size_ * 8, llvm::MaybeAlign(8));
+            b_.CreateStore(it, b_.CreateGEP(ptr_, iters, b_.CreateAdd(step, i64c(1))));
+            tape_ = it;
+            llvm::Value* ibuf = call("meshrt_alloc", {dev_, i64c(8)});
+            b_.CreateStore(convert(b_.CreateAdd(lo, step), DType::I64, dt(iv)), b_.CreateGEP(storage(dt(iv)), ibuf, i64c(0)));
+            val_[iv] = ibuf;
+            record(iv);
+            for (size_t k = 0; k < n; ++k) {
+                val_[body.args[1 + k]] = b_.CreateLoad(ptr_, slots[k]);
+                record(body.args[1 + k]);
+            }
+            block(body.ops, body.yields);
+            std::vector<llvm::Value*> next;
+            for (size_t k = 0; k < n; ++k) next.push_back(copy_of(body.yields[k]));
+            for (size_t k = 0; k < n; ++k) b_.CreateStore(next[k], slots[k]);
+            tape_ = outer;
+        });
+        tape_ = outer;
+        // The final carried values are the loop's results, owned by the outer tape.
+        for (size_t k = 0; k < n; ++k) val_[op.results[k]] = b_.CreateLoad(ptr_, slots[k]);
+    }
+
+    /// Records a value's buffer in the current tape (forward pass).
+    void record(ValueId v) { b_.CreateStore(val_[v], b_.CreateConstGEP1_64(ptr_, tape_, v)); }
+
     void if_op(const Op& op) {
         llvm::Value* c = convert(load_elem(dt(op.operands[0]), val_[op.operands[0]], i64c(0)), dt(op.operands[0]), DType::Bool);
+        if (tape_mode_) {
+            // Which branch ran, for the backward pass.
+            llvm::Value* flag = call("meshrt_alloc", {dev_, i64c(8)});
+            b_.CreateStore(b_.CreateZExt(c, i64_), flag);
+            b_.CreateStore(flag, b_.CreateConstGEP1_64(ptr_, tape_, tape_slot_.at(&op)));
+        }
         std::vector<llvm::Value*> slots;
         llvm::IRBuilder<> entry_b(&llfn_->getEntryBlock(), llfn_->getEntryBlock().begin());
         for (size_t k = 0; k < op.results.size(); ++k) slots.push_back(entry_b.CreateAlloca(ptr_));
@@ -1178,7 +1229,7 @@ private:
                 }
                 for (size_t k = 0; k < op.results.size() && k < region.yields.size(); ++k) {
                     ValueId y = region.yields[k];
-                    bool own = defined.count(y) && !taken.count(y);
+                    bool own = defined.count(y) && !taken.count(y) && !tape_mode_;
                     taken.insert(y);
                     b_.CreateStore(own ? val_[y] : copy_of(y), slots[k]);
                 }
@@ -1224,12 +1275,12 @@ private:
     }
 
     /// Tape slots of a function: one per value, then one per call op.
-    size_t tape_slots(const ir::Function& fn, std::map<const Op*, size_t>& calls) {
-        calls.clear();
+    size_t tape_slots(const ir::Function& fn, std::map<const Op*, size_t>& slots) {
+        slots.clear();
         size_t n = fn.types.size();
-        for (const Op& op : fn.ops) {
-            if (op.kind == OpKind::Call) calls[&op] = n++;
-        }
+        ir::for_each_op(fn.ops, [&](const Op& op) {
+            if (op.kind == OpKind::Call || op.kind == OpKind::For || op.kind == OpKind::If) slots[&op] = n++;
+        });
         return n;
     }
 
@@ -1250,18 +1301,18 @@ private:
         std::fill(inlined_.begin(), inlined_.end(), false);
         std::fill(immediate_.begin(), immediate_.end(), false);
         root_.clear();
-        size_t slots = tape_slots(*fn_, call_slot_);
-        tape_ = call("meshrt_alloc", {dev_, i64c(static_cast<int64_t>(slots * 8))});
-        b_.CreateMemSet(tape_, b_.getInt8(0), slots * 8, llvm::MaybeAlign(8));
+        tape_size_ = tape_slots(*fn_, tape_slot_);
+        tape_ = call("meshrt_alloc", {dev_, i64c(static_cast<int64_t>(tape_size_ * 8))});
+        b_.CreateMemSet(tape_, b_.getInt8(0), tape_size_ * 8, llvm::MaybeAlign(8));
         b_.CreateStore(tape_, llfn_->getArg(3));
-        for (size_t i = 0; i < fn_->params.size(); ++i) val_[fn_->params[i]] = slot(llfn_->getArg(1), i);
+        for (size_t i = 0; i < fn_->params.size(); ++i) {
+            val_[fn_->params[i]] = slot(llfn_->getArg(1), i);
+            record(fn_->params[i]);
+        }
         tape_mode_ = true;
         block(fn_->ops, fn_->results);
         tape_mode_ = false;
         for (size_t i = 0; i < fn_->results.size(); ++i) b_.CreateStore(val_[fn_->results[i]], b_.CreateConstGEP1_64(ptr_, llfn_->getArg(2), i));
-        for (ValueId v = 0; v < val_.size(); ++v) {
-            if (val_[v]) b_.CreateStore(val_[v], b_.CreateConstGEP1_64(ptr_, tape_, v));
-        }
         b_.CreateRetVoid();
     }
 
@@ -1313,19 +1364,41 @@ private:
 
     void backward_function(size_t index) {
         begin_function(index, bwd_.at(index));
-        size_t slots = tape_slots(*fn_, call_slot_);
-        (void)slots;
+        tape_size_ = tape_slots(*fn_, tape_slot_);
         llvm::Value* tape = llfn_->getArg(1);
-        for (ValueId v = 0; v < val_.size(); ++v) val_[v] = slot(tape, v);
-        // Activity: the values that depend on a parameter.
+        tape_ = tape;
+        for (ValueId v : fn_->params) val_[v] = slot(tape, v);
+        for (const Op& op : fn_->ops) {
+            for (ValueId r : op.results) val_[r] = slot(tape, r);
+        }
+        // Activity: the values that depend on a parameter (a fixpoint: loops carry it).
         active_.assign(fn_->types.size(), false);
         for (ValueId p : fn_->params) active_[p] = true;
-        for (const Op& op : fn_->ops) {
-            bool any = false;
-            for (ValueId v : op.operands) any = any || active_[v];
-            for (ValueId r : op.results) active_[r] = any;
+        for (bool changed = true; changed;) {
+            changed = false;
+            auto mark = [&](ValueId v) {
+                if (!active_[v]) changed = active_[v] = true;
+            };
+            ir::for_each_op(fn_->ops, [&](const Op& op) {
+                bool any = false;
+                for (ValueId v : op.operands) any = any || active_[v];
+                for (const ir::Region& r : op.regions) {
+                    for (ValueId y : r.yields) any = any || active_[y];
+                }
+                if (op.kind == OpKind::For) {
+                    const ir::Region& body = op.regions[0];
+                    for (size_t k = 0; k + 2 < op.operands.size(); ++k) {
+                        if (active_[op.operands[2 + k]] || active_[body.yields[k]]) mark(body.args[1 + k]);
+                    }
+                }
+                if (any) {
+                    for (ValueId r : op.results) mark(r);
+                }
+            });
         }
         ct_.assign(fn_->types.size(), nullptr);
+        region_value_.assign(fn_->types.size(), false);
+        mark_region_values(fn_->ops, false);
         for (size_t i = 0; i < fn_->results.size(); ++i) {
             ValueId r = fn_->results[i];
             llvm::Value* given = slot(llfn_->getArg(2), i);
@@ -1339,18 +1412,10 @@ private:
             b_.CreateStore(ct(p), b_.CreateConstGEP1_64(ptr_, llfn_->getArg(3), i));
         }
         // Free the cotangents and the tape (a call's results belong to the callee's tape).
-        std::set<ValueId> call_results;
-        for (const Op& op : fn_->ops) {
-            if (op.kind == OpKind::Call) call_results.insert(op.results.begin(), op.results.end());
-        }
         for (ValueId v = 0; v < ct_.size(); ++v) {
-            if (ct_[v] && !params.count(v)) call("meshrt_free", {dev_, ct_[v]});
+            if (ct_[v] && !params.count(v) && !region_value_[v]) call("meshrt_free", {dev_, ct_[v]});
         }
-        for (const Op& op : fn_->ops) {
-            for (ValueId r : op.results) {
-                if (!call_results.count(r)) call("meshrt_free", {dev_, val_[r]});
-            }
-        }
+        free_tape_values(fn_->ops);
         call("meshrt_free", {dev_, tape});
         b_.CreateRetVoid();
     }
@@ -1395,6 +1460,8 @@ private:
 
     void adjoint(const Op& op) {
         if (op.kind == OpKind::Call) return adjoint_call(op);
+        if (op.kind == OpKind::For) return for_adjoint(op);
+        if (op.kind == OpKind::If) return if_adjoint(op);
         bool any = false;
         for (ValueId r : op.results) any = any || ct_[r];
         if (!any) return;
@@ -1669,6 +1736,172 @@ private:
         }
     }
 
+    /// Frees the forward buffers of `ops` recorded in the current tape (a call's results
+    /// belong to the callee's tape; a loop's iterations were freed by its backward pass).
+    void free_tape_values(const std::vector<Op>& ops) {
+        for (const Op& op : ops) {
+            if (op.kind == OpKind::Call) continue;
+            for (ValueId r : op.results) call("meshrt_free", {dev_, val_[r]});
+        }
+    }
+
+    /// Values defined inside regions (loop bodies, branches): their cotangents live and
+    /// die within one iteration or branch.
+    void mark_region_values(const std::vector<Op>& ops, bool inside) {
+        for (const Op& op : ops) {
+            if (inside) {
+                for (ValueId r : op.results) region_value_[r] = true;
+            }
+            for (const ir::Region& r : op.regions) {
+                for (ValueId a : r.args) region_value_[a] = true;
+                mark_region_values(r.ops, true);
+            }
+        }
+    }
+
+    /// Makes the cotangent buffers of every differentiable value used inside `op`'s
+    /// regions but defined outside them, so that code in a loop or a branch only adds into
+    /// buffers that exist before it (and the pointers dominate their uses).
+    void precreate_outer_cts(const Op& op) {
+        std::set<ValueId> inner;
+        std::function<void(const std::vector<Op>&)> defs = [&](const std::vector<Op>& ops) {
+            for (const Op& o : ops) {
+                inner.insert(o.results.begin(), o.results.end());
+                for (const ir::Region& r : o.regions) {
+                    inner.insert(r.args.begin(), r.args.end());
+                    defs(r.ops);
+                }
+            }
+        };
+        for (const ir::Region& r : op.regions) {
+            inner.insert(r.args.begin(), r.args.end());
+            defs(r.ops);
+        }
+        auto need = [&](ValueId v) {
+            if (!inner.count(v) && differentiable(v)) ct(v);
+        };
+        for (const ir::Region& r : op.regions) {
+            ir::for_each_op(r.ops, [&](const Op& o) {
+                for (ValueId v : o.operands) need(v);
+            });
+            for (ValueId y : r.yields) need(y);
+        }
+    }
+
+    /// Backward pass of a loop: the iterations in reverse, each with its own tape; the
+    /// cotangents of the carried values flow from each iteration's yields to its
+    /// arguments, and those of the initial values at the end.
+    void for_adjoint(const Op& op) {
+        const ir::Region& body = op.regions[0];
+        size_t n = op.operands.size() - 2;
+        precreate_outer_cts(op);
+        llvm::Value* outer = tape_;
+        llvm::Value* iters = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, outer, tape_slot_.at(&op)));
+        llvm::Value* count = b_.CreateLoad(i64_, iters);
+        std::vector<llvm::Value*> slots;
+        for (size_t k = 0; k < n; ++k) {
+            slots.push_back(entry_alloca(ptr_, 1));
+            ValueId r = op.results[k];
+            llvm::Value* c = ct_[r] ? ct_[r] : zeros_like(r);
+            ct_[r] = nullptr;
+            b_.CreateStore(c, slots[k]);
+        }
+        loop(count, [&](llvm::Value* j) {
+            llvm::Value* k_it = b_.CreateSub(b_.CreateSub(count, j), i64c(1));
+            llvm::Value* it = b_.CreateLoad(ptr_, b_.CreateGEP(ptr_, iters, b_.CreateAdd(k_it, i64c(1))));
+            tape_ = it;
+            for (ValueId a : body.args) val_[a] = slot(it, a);
+            for (const Op& o : body.ops) {
+                for (ValueId r : o.results) val_[r] = slot(it, r);
+            }
+            for (ValueId a : body.args) ct_[a] = nullptr;
+            for (const Op& o : body.ops) {
+                for (ValueId r : o.results) ct_[r] = nullptr;
+            }
+            // The carried cotangents enter through the yields.
+            for (size_t k = 0; k < n; ++k) {
+                ValueId y = body.yields[k];
+                llvm::Value* c = b_.CreateLoad(ptr_, slots[k]);
+                if (differentiable(y)) add_buffer(y, c);
+                else call("meshrt_free", {dev_, c});
+            }
+            for (auto o = body.ops.rbegin(); o != body.ops.rend(); ++o) adjoint(*o);
+            // ... and leave through the arguments, into the previous iteration.
+            for (size_t k = 0; k < n; ++k) {
+                ValueId a = body.args[1 + k];
+                llvm::Value* c = ct_[a] ? ct_[a] : zeros_like(a);
+                ct_[a] = nullptr;
+                b_.CreateStore(c, slots[k]);
+            }
+            for (const Op& o : body.ops) {
+                for (ValueId r : o.results) {
+                    if (ct_[r]) call("meshrt_free", {dev_, ct_[r]});
+                    ct_[r] = nullptr;
+                }
+            }
+            if (ct_[body.args[0]]) call("meshrt_free", {dev_, ct_[body.args[0]]});
+            ct_[body.args[0]] = nullptr;
+            free_tape_values(body.ops);
+            for (ValueId a : body.args) call("meshrt_free", {dev_, val_[a]});
+            call("meshrt_free", {dev_, it});
+            tape_ = outer;
+        });
+        tape_ = outer;
+        for (size_t k = 0; k < n; ++k) {
+            ValueId init = op.operands[2 + k];
+            llvm::Value* c = b_.CreateLoad(ptr_, slots[k]);
+            if (differentiable(init)) add_buffer(init, c);
+            else call("meshrt_free", {dev_, c});
+        }
+        call("meshrt_free", {dev_, iters});
+    }
+
+    /// Backward pass of an `if`: the branch that ran (recorded by the forward pass).
+    void if_adjoint(const Op& op) {
+        precreate_outer_cts(op);
+        std::vector<llvm::Value*> given;
+        for (ValueId r : op.results) {
+            given.push_back(ct_[r] ? ct_[r] : zeros_like(r));
+            ct_[r] = nullptr;
+        }
+        llvm::Value* flag = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, tape_, tape_slot_.at(&op)));
+        llvm::Value* taken = b_.CreateICmpNE(b_.CreateLoad(i64_, flag), i64c(0));
+        auto* then_b = llvm::BasicBlock::Create(ctx_, "then.bwd", llfn_);
+        auto* else_b = llvm::BasicBlock::Create(ctx_, "else.bwd", llfn_);
+        auto* join = llvm::BasicBlock::Create(ctx_, "endif.bwd", llfn_);
+        b_.CreateCondBr(taken, then_b, else_b);
+        for (size_t which = 0; which < 2; ++which) {
+            b_.SetInsertPoint(which == 0 ? then_b : else_b);
+            if (which < op.regions.size()) {
+                const ir::Region& region = op.regions[which];
+                for (const Op& o : region.ops) {
+                    for (ValueId r : o.results) {
+                        val_[r] = slot(tape_, r);
+                        ct_[r] = nullptr;
+                    }
+                }
+                for (size_t k = 0; k < op.results.size() && k < region.yields.size(); ++k) {
+                    ValueId y = region.yields[k];
+                    if (differentiable(y)) add_buffer(y, given[k]);
+                    else call("meshrt_free", {dev_, given[k]});
+                }
+                for (auto o = region.ops.rbegin(); o != region.ops.rend(); ++o) adjoint(*o);
+                for (const Op& o : region.ops) {
+                    for (ValueId r : o.results) {
+                        if (ct_[r]) call("meshrt_free", {dev_, ct_[r]});
+                        ct_[r] = nullptr;
+                    }
+                }
+                free_tape_values(region.ops);
+            } else {
+                for (llvm::Value* g : given) call("meshrt_free", {dev_, g});
+            }
+            b_.CreateBr(join);
+        }
+        b_.SetInsertPoint(join);
+        call("meshrt_free", {dev_, flag});
+    }
+
     void adjoint_call(const Op& op) {
         auto callee = static_cast<size_t>(op.callee);
         std::vector<llvm::Value*> cts;
@@ -1678,7 +1911,7 @@ private:
         }
         llvm::Value* ct_in = ptr_array(cts, cts.size());
         llvm::Value* ct_out = entry_alloca(ptr_, op.operands.size());
-        llvm::Value* sub = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, llfn_->getArg(1), call_slot_.at(&op)));
+        llvm::Value* sub = b_.CreateLoad(ptr_, b_.CreateConstGEP1_64(ptr_, tape_, tape_slot_.at(&op)));
         b_.CreateCall(bwd_fn(callee), {dev_, sub, ct_in, ct_out});
         for (size_t i = 0; i < op.operands.size(); ++i) {
             ValueId x = op.operands[i];
