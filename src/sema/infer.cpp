@@ -2229,16 +2229,47 @@ ValueId FunctionBuilder::matmul(ValueId a, ValueId b, Span span) {
     if (ra == 1 && rb == 1) spec = "k,k->";
     else if (ra == 1 && rb == 2) spec = "k,kn->n";
     else if (ra == 2 && rb == 1) spec = "mk,k->m";
-    else if (ra >= 2 && rb == 2 && ra - 2 <= batch.size()) {
-        std::string bs = batch.substr(0, ra - 2);
-        spec = bs + "mk,kn->" + bs + "mn";
-    } else if (ra == rb && ra > 2 && ra - 2 <= batch.size()) {
-        std::string bs = batch.substr(0, ra - 2);
-        spec = bs + "mk," + bs + "kn->" + bs + "mn";
+    else if (ra >= 2 && rb >= 2 && std::max(ra, rb) - 2 <= batch.size()) {
+        // NumPy batching: batch dims align from the right; a missing dim or one of size 1
+        // broadcasts (that operand drops the dim: a reshape, never communication).
+        size_t nb = std::max(ra, rb) - 2;
+        std::string bo = batch.substr(0, nb), ba, bb;
+        std::vector<int64_t> sa, sb;
+        for (size_t i = 0; i < nb; ++i) {
+            size_t da = ra - 2 >= nb - i ? i - (nb - (ra - 2)) : SIZE_MAX;  // dim of a aligned with batch i
+            size_t db = rb - 2 >= nb - i ? i - (nb - (rb - 2)) : SIZE_MAX;
+            bool in_a = i >= nb - (ra - 2), in_b = i >= nb - (rb - 2);
+            int64_t na = in_a ? type(a).shape[da] : 1, nbv = in_b ? type(b).shape[db] : 1;
+            if (na != nbv && na != 1 && nbv != 1) {
+                fail(DiagCode::E0307, span,
+                     fmt::format("`@` of shapes {} and {}: batch dims {} and {} do not broadcast", shape_string(type(a).shape),
+                                 shape_string(type(b).shape), na, nbv));
+            }
+            bool a_keeps = in_a && (na != 1 || nbv == 1);
+            bool b_keeps = in_b && (nbv != 1 || na == 1);
+            if (a_keeps) {
+                ba.push_back(bo[i]);
+                sa.push_back(na);
+            }
+            if (b_keeps) {
+                bb.push_back(bo[i]);
+                sb.push_back(nbv);
+            }
+        }
+        // An operand that drops a size-1 batch dim is reshaped without it.
+        auto drop = [&](ValueId v, size_t r, std::vector<int64_t> kept) {
+            if (kept.size() == r - 2) return v;
+            kept.push_back(type(v).shape[r - 2]);
+            kept.push_back(type(v).shape[r - 1]);
+            return reshape(v, kept, span);
+        };
+        a = drop(a, ra, sa);
+        b = drop(b, rb, sb);
+        spec = ba + "mk," + bb + "kn->" + bo + "mn";
     } else {
         fail(DiagCode::E0307, span,
              fmt::format("`@` of shapes {} and {} is not supported", shape_string(type(a).shape), shape_string(type(b).shape)),
-             {{"`@` takes matrices, a batch of matrices and a matrix, or two batches of equal rank; "
+             {{"`@` takes vectors, matrices and batches of matrices (NumPy's matmul); "
                "use `einsum` for other contractions", {}}});
     }
     return contract(spec, a, b, span);
