@@ -10,6 +10,7 @@
 
 #include "comm/group.h"
 #include "meshrt.h"
+#include "src/memory.h"
 #include "src/topology.h"
 #include "src/trace.h"
 
@@ -53,4 +54,6 @@ struct meshrt_device {
     meshrt::TraceBuffer trace;
     /// Groups this device has used, by (mesh, axes): found without the registry's lock.
     std::unordered_map<std::string, meshrt::comm::GroupMember> group_cache;
+    /// Freed buffers kept for reuse by this device (meshrt_alloc / meshrt_free).
+    meshrt::BufferCache cache;
 };
