@@ -8,12 +8,14 @@
  * `global`; all buffers are dense, row-major (C order), 64-byte aligned.
  *
  * Communication is a handler (runtime/comm/): `sim` (every device a thread of this
- * process, shared-memory collectives) is the default; MPI and NCCL plug into the same
- * interface (comm.h, internal to the runtime).
+ * process, shared-memory collectives) is the default; `mpi` (one process per device
+ * under mpirun, device index = rank) gives bitwise the same results; NCCL plugs into the
+ * same interface (comm.h, internal to the runtime).
  *
  * Errors (bad input files, out of memory, a failed collective) call meshrt_fail: one
  * message naming the device goes to stderr, temporary output files are removed, and
- * the process exits with status 1. Nothing here returns an error code.
+ * the process exits with status 1 (under MPI through MPI_Abort, which ends every rank).
+ * Nothing here returns an error code.
  */
 #ifndef MESHRT_H
 #define MESHRT_H
@@ -72,10 +74,12 @@ typedef struct meshrt_layout {
 /* ------------------------------------------------------------------ start-up */
 
 /* Parses the program's options, launches one device per mesh device (threads for the
- * simulated mesh), runs program->entry on each, and returns the exit status (0 when
- * every device finished). Options:
+ * simulated mesh; under --comm=mpi this process runs the device of its rank, and the
+ * rank count must be program->ndevices, else status 2), runs program->entry on each,
+ * and returns the exit status (0 when every device finished). Options:
  *   --comm=sim|mpi|nccl     communication handler (default sim; the others exist only
- *                           when the runtime was built with them, else a clear error)
+ *                           when the runtime was built with them, else a clear error;
+ *                           MPI is initialised only for mpi)
  *   --mesh-threads=N        threads each device's kernels may use (default: the
  *                           machine's cores divided by the devices, at least 1)
  *   --trace=FILE.json       write a Chrome/Perfetto trace, one track per device
@@ -184,10 +188,12 @@ void meshrt_concat_part(meshrt_device* dev, int32_t dtype, const void* in, int32
  * versions 1.0, 2.0 and 3.0 are read; Fortran order is an error. */
 void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
                  const meshrt_layout* layout, void* out);
-/* Writes the global value once (device 0 assembles the pieces) to PATH.tmp.PID and
- * renames it to path, so a failed run never leaves a partial file. Every device of the
- * program calls it, and it ends with a barrier over all devices, so the file is complete
- * when save returns on any device. The header is version 1.0; bf16 is written as '<f4'. */
+/* Writes the global value once (device 0 assembles the pieces) to an unnamed file in
+ * path's directory (PATH.tmp.PID where the file system has no O_TMPFILE) and names it
+ * path when complete, so a failed or killed run never leaves a partial file. Every
+ * device of the program calls it, and it ends with a barrier over all devices, so the
+ * file is complete when save returns on any device. The header is version 1.0; bf16 is
+ * written as '<f4'. */
 void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
                  const meshrt_layout* layout, const void* local);
 

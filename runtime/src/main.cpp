@@ -1,5 +1,6 @@
-// meshrt_main: the options of a compiled Mesh program, the launch of one device per mesh
-// device (threads, for the simulated mesh), and the device queries of the C ABI.
+// meshrt_main: the options of a compiled Mesh program, the choice of the communication
+// handler, the launch of the devices this process runs (every device as a thread on the
+// simulated mesh, the rank's own device under MPI), and the device queries of the C ABI.
 // Called by the `main` meshc generates; returns the process's exit status.
 #include <cblas.h>
 
@@ -31,6 +32,12 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+#ifdef MESHRT_HAVE_MPI
+constexpr const char* kHandlers = "sim, mpi";
+#else
+constexpr const char* kHandlers = "sim";
+#endif
+
 void print_usage(const Runtime& rt, int64_t default_threads) {
     std::printf("usage: %s [options] [-- ignored...]\n", rt.program_name.c_str());
     std::printf("A Mesh program compiled by meshc; it runs on %lld device%s.\n\n",
@@ -38,7 +45,13 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
                 rt.topology.ndevices() == 1 ? "" : "s");
     std::printf("options:\n");
     std::printf("  --comm=sim|mpi|nccl  communication handler (default sim; this runtime has: "
-                "sim)\n");
+                "%s)\n",
+                kHandlers);
+#ifdef MESHRT_HAVE_MPI
+    std::printf("                       (mpi: one process per device, "
+                "mpirun -np %lld %s --comm=mpi)\n",
+                static_cast<long long>(rt.topology.ndevices()), rt.program_name.c_str());
+#endif
     std::printf("  --mesh-threads=N     threads each device's kernels may use (default %lld)\n",
                 static_cast<long long>(default_threads));
     std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
@@ -142,52 +155,75 @@ extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program)
 
     if (rt.options.comm == "sim") {
         rt.comm = comm::make_sim_handler(rt.topology);
+#ifdef MESHRT_HAVE_MPI
+    } else if (rt.options.comm == "mpi") {
+        int status = 0;
+        rt.comm = comm::make_mpi_handler(rt.topology, rt.program_name, &argc, &argv, &status);
+        if (!rt.comm)
+            return status;
+#endif
     } else {
         std::fprintf(stderr,
                      "error: this program's runtime was built without the %s handler "
-                     "(available: sim)\n",
-                     rt.options.comm.c_str());
+                     "(available: %s)\n",
+                     rt.options.comm.c_str(), kHandlers);
         return 2;
     }
     rt.groups = std::make_unique<comm::GroupRegistry>(rt.topology, *rt.comm);
+    // After MPI_Init: a SIGTERM from mpirun (another rank failed) or a Ctrl-C removes
+    // the file a save is writing.
+    install_signal_cleanup();
 
     // OpenBLAS's thread count is process-wide: every device thread's BLAS calls use it.
     openblas_set_num_threads(
         int(rt.options.mesh_threads > 0 ? rt.options.mesh_threads : default_threads));
 
+    const int64_t first = rt.comm->first_local_device();
+    const int64_t count = rt.comm->local_device_count(ndevices);
     std::vector<std::unique_ptr<meshrt_device>> devices;
-    for (int64_t d = 0; d < ndevices; ++d) {
+    for (int64_t d = first; d < first + count; ++d) {
         auto dev = std::make_unique<meshrt_device>();
         dev->index = d;
         dev->runtime = &rt;
         dev->tracing = !rt.options.trace_path.empty();
         devices.push_back(std::move(dev));
     }
-    if (!rt.options.trace_path.empty())
+    if (!rt.options.trace_path.empty()) {
+        rt.comm->process_barrier(); // every process's clock starts (nearly) together
         rt.tracer.start();
-
-    std::vector<std::thread> threads;
-    threads.reserve(size_t(ndevices));
-    try {
-        for (auto& dev : devices)
-            threads.emplace_back(run_device, dev.get(), program->entry);
-    } catch (const std::exception& e) {
-        fail(nullptr, "cannot start device " + std::to_string(threads.size()) + ": " + e.what());
     }
-    for (std::thread& t : threads)
-        t.join();
 
+    if (rt.comm->device_on_main_thread() && devices.size() == 1) {
+        run_device(devices[0].get(), program->entry);
+    } else {
+        std::vector<std::thread> threads;
+        threads.reserve(devices.size());
+        try {
+            for (auto& dev : devices)
+                threads.emplace_back(run_device, dev.get(), program->entry);
+        } catch (const std::exception& e) {
+            fail(nullptr,
+                 "cannot start device " + std::to_string(first + int64_t(threads.size())) +
+                     ": " + e.what());
+        }
+        for (std::thread& t : threads)
+            t.join();
+    }
+
+    int status = 0;
     if (rt.tracer.enabled()) {
-        std::vector<const TraceBuffer*> buffers;
+        std::string tracks;
         for (auto& dev : devices)
-            buffers.push_back(&dev->trace);
-        if (!rt.tracer.write(rt.options.trace_path, rt.program_name, buffers, &error)) {
+            tracks += trace_track_json(dev->index, dev->trace);
+        std::vector<std::string> all;
+        if (rt.comm->gather_tracks(std::move(tracks), &all) &&
+            !write_trace(rt.options.trace_path, rt.program_name, all, &error)) {
             std::fprintf(stderr, "error: %s\n", error.c_str());
-            return 1;
+            status = 1;
         }
     }
     std::fflush(stdout);
-    return 0;
+    return status; // ~Runtime frees the groups, then the handler (MPI_Finalize)
 }
 
 extern "C" int64_t meshrt_device_index(meshrt_device* dev) {

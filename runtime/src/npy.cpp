@@ -3,14 +3,16 @@
 // Load: every device opens the file and reads only its own piece: one pread when the
 // piece is a contiguous slab (only the outermost split dim is split, or nothing is),
 // one per run when runs are long, else the slab of outermost rows it spans, cut in
-// memory. Save: device 0 assembles the global value (layout.h), writes PATH.tmp.PID and
-// renames it over PATH, so a failed run never leaves a partial file; every device then
-// waits at a barrier so the file exists when any device goes on.
+// memory. Save: device 0 assembles the global value (layout.h), writes it to an unnamed
+// file beside PATH and names it PATH only when complete (write_npy_file), so a failed
+// or killed run never leaves a partial file; every device then waits at a barrier so the
+// file exists when any device goes on.
 //
 // dtypes: '<f4' f32, '<f8' f64, '<i4' i32, '<i8' i64, '|b1' bool, '<f2' f16. NumPy has
 // no bfloat16: bf16 tensors are saved as '<f4' (exact) and loaded from '<f4' (rounded
 // to nearest even).
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -329,6 +331,60 @@ struct Fd {
     }
 };
 
+/// Writes header + data as `path` so that no partial file ever appears, there or beside
+/// it, however the process ends. The data goes to an unnamed file in path's directory
+/// (O_TMPFILE), which vanishes with the process even on SIGKILL (mpirun follows its
+/// SIGTERM with a SIGKILL within milliseconds); only when it is complete does it get a
+/// name, PATH.tmp.PID, at once renamed over path. Where the file system has no
+/// O_TMPFILE (or it cannot be linked: no /proc), the data goes to PATH.tmp.PID directly.
+/// That name is registered while it exists, so a failure, SIGTERM or SIGINT removes it
+/// (errors.h).
+void write_npy_file(meshrt_device* dev, const std::string& what, const std::string& path,
+                    const std::string& header, const void* data, size_t data_bytes) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    if (!register_temp_file(tmp))
+        fail(dev, what + ": cannot create " + tmp +
+                      (tmp.size() >= PATH_MAX ? ": path too long" : ": too many saves at once"));
+    auto write_to = [&](int fd) {
+        if (!write_all(fd, header.data(), header.size()) || !write_all(fd, data, data_bytes))
+            fail(dev, what + ": cannot write: " + std::strerror(errno));
+    };
+    auto close_and_publish = [&](Fd& f) {
+        const int fd = f.fd;
+        f.fd = -1;
+        if (close(fd) != 0)
+            fail(dev, what + ": cannot write: " + std::strerror(errno));
+        if (rename(tmp.c_str(), path.c_str()) != 0)
+            fail(dev, what + ": cannot rename " + tmp + ": " + std::strerror(errno));
+        unregister_temp_file(tmp);
+    };
+
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    Fd f;
+    f.fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (f.fd >= 0) {
+        write_to(f.fd);
+        unlink(tmp.c_str()); // left by an earlier process with this pid, killed at the wrong time
+        const std::string self = "/proc/self/fd/" + std::to_string(f.fd);
+        if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0 ||
+            linkat(f.fd, "", AT_FDCWD, tmp.c_str(), AT_EMPTY_PATH) == 0) {
+            close_and_publish(f);
+            return;
+        }
+        close(f.fd);
+        f.fd = -1;
+    }
+    // A named temporary. A SIGTERM must find a thread that can run its handler while
+    // this one is inside a long write(2), which a handled signal does not interrupt.
+    SignalDeferral defer_signals;
+    f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f.fd < 0)
+        fail(dev, what + ": cannot create " + tmp + ": " + std::strerror(errno));
+    write_to(f.fd);
+    close_and_publish(f);
+}
+
 } // namespace
 } // namespace meshrt
 
@@ -414,22 +470,7 @@ extern "C" void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
             scope.arg("path", path);
             scope.arg("bytes", int64_t(data_bytes));
         }
-        const std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
-        register_temp_file(tmp);
-        Fd f;
-        f.fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (f.fd < 0)
-            fail(dev, what + ": cannot create " + tmp + ": " + std::strerror(errno));
-        if (!write_all(f.fd, header.data(), header.size()) || !write_all(f.fd, data, data_bytes))
-            fail(dev, what + ": cannot write: " + std::strerror(errno));
-        if (close(f.fd) != 0) {
-            f.fd = -1;
-            fail(dev, what + ": cannot write: " + std::strerror(errno));
-        }
-        f.fd = -1;
-        if (rename(tmp.c_str(), path) != 0)
-            fail(dev, what + ": cannot rename " + tmp + ": " + std::strerror(errno));
-        unregister_temp_file(tmp);
+        write_npy_file(dev, what, path, header, data, data_bytes);
     }
     // Every device waits for the file: a later load of it on any device sees it whole.
     comm::GroupMember world = rt.groups->world(dev);

@@ -88,29 +88,34 @@ void TraceScope::arg(const char* key, std::string_view value) {
     append_json_string(args_, value);
 }
 
-bool Tracer::write(const std::string& path, const std::string& program_name,
-                   const std::vector<const TraceBuffer*>& devices, std::string* error) const {
+std::string trace_track_json(int64_t device, const TraceBuffer& buffer) {
+    const std::string tid = std::to_string(device);
+    std::string out = ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + tid +
+                      ",\"args\":{\"name\":\"device " + tid + "\"}}";
+    out += ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" + tid +
+           ",\"args\":{\"sort_index\":" + tid + "}}";
+    for (const TraceEvent& e : buffer.events) {
+        out += ",\n{\"name\":";
+        append_json_string(out, e.name);
+        out += ",\"ph\":\"X\",\"pid\":0,\"tid\":" + tid + ",\"ts\":";
+        append_us(out, e.ts_ns);
+        out += ",\"dur\":";
+        append_us(out, e.dur_ns);
+        if (!e.args.empty())
+            out += ",\"args\":{" + e.args + "}";
+        out += "}";
+    }
+    return out;
+}
+
+bool write_trace(const std::string& path, const std::string& program_name,
+                 const std::vector<std::string>& tracks, std::string* error) {
     std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
     out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":";
     append_json_string(out, program_name);
     out += "}}";
-    for (size_t d = 0; d < devices.size(); ++d) {
-        out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(d) +
-               ",\"args\":{\"name\":\"device " + std::to_string(d) + "\"}}";
-        out += ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" +
-               std::to_string(d) + ",\"args\":{\"sort_index\":" + std::to_string(d) + "}}";
-        for (const TraceEvent& e : devices[d]->events) {
-            out += ",\n{\"name\":";
-            append_json_string(out, e.name);
-            out += ",\"ph\":\"X\",\"pid\":0,\"tid\":" + std::to_string(d) + ",\"ts\":";
-            append_us(out, e.ts_ns);
-            out += ",\"dur\":";
-            append_us(out, e.dur_ns);
-            if (!e.args.empty())
-                out += ",\"args\":{" + e.args + "}";
-            out += "}";
-        }
-    }
+    for (const std::string& track : tracks)
+        out += track;
     out += "\n]}\n";
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     if (!f) {

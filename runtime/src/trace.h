@@ -1,6 +1,7 @@
 // Tracing (--trace=FILE.json): each device appends complete events to its own buffer (no
 // locking on the hot path); meshrt_main writes them all as one Chrome/Perfetto JSON trace
-// after the devices have joined, one track (tid) per device.
+// after the devices have joined, one track (tid) per device. Under MPI every process
+// renders its device's track and the process of device 0 writes the file.
 #pragma once
 
 #include <chrono>
@@ -39,10 +40,6 @@ public:
                    std::chrono::steady_clock::now() - start_)
             .count();
     }
-    /// Writes {"traceEvents": [...]}; false with *error on an I/O failure.
-    bool write(const std::string& path, const std::string& program_name,
-               const std::vector<const TraceBuffer*>& devices, std::string* error) const;
-
 private:
     bool enabled_ = false;
     std::chrono::steady_clock::time_point start_;
@@ -50,6 +47,14 @@ private:
 
 /// Appends `s` to `out` as a JSON string literal (with the quotes).
 void append_json_string(std::string& out, std::string_view s);
+
+/// Device `device`'s track: its metadata and events as JSON objects, each preceded by
+/// ",\n" (the form write_trace joins).
+std::string trace_track_json(int64_t device, const TraceBuffer& buffer);
+/// Writes {"traceEvents": [...]} with the tracks in the order given; false with *error
+/// on an I/O failure.
+bool write_trace(const std::string& path, const std::string& program_name,
+                 const std::vector<std::string>& tracks, std::string* error);
 
 /// Records one complete event for the runtime's own work (a kernel, a collective, I/O)
 /// from construction to destruction; does nothing when tracing is off (or dev is null).

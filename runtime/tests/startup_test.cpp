@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -49,9 +51,16 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     std::string err;
     CHECK(status_of({"--frobnicate"}, &err) == 2);
     CHECK(err == "error: unknown option '--frobnicate' (see prog --help)\n");
+#ifdef MESHRT_HAVE_MPI
+    // Not under mpirun: MPI starts as a singleton, one process for two devices.
+    CHECK(status_of({"--comm=mpi"}, &err) == 2);
+    CHECK(err == "error: prog runs on 2 devices, one MPI process each, but it was started as 1 "
+                 "process: run it as mpirun -np 2 prog --comm=mpi\n");
+#else
     CHECK(status_of({"--comm=mpi"}, &err) == 2);
     CHECK(err ==
           "error: this program's runtime was built without the mpi handler (available: sim)\n");
+#endif
     CHECK(status_of({"--comm=nccl"}, &err) == 2);
     CHECK_THAT(err, Catch::Contains("without the nccl handler"));
     CHECK(status_of({"--comm=tcp"}, &err) == 2);
@@ -75,6 +84,27 @@ TEST_CASE("when every device fails one message is printed", "[startup]") {
     CHECK(r.exit_status == 1);
     CHECK_THAT(r.err, Catch::Matches("error: device [0-7]: boom\n"));
     CHECK(!std::ifstream(tmp).good()); // the registered temporary was removed
+}
+
+TEST_CASE("SIGTERM removes the registered temporaries and still ends the process", "[startup]") {
+    // What mpirun does to the other ranks when one fails: the handler unlinks the file a
+    // save is writing, then the signal's default action ends the process.
+    TempDir dir;
+    const std::string tmp = dir.path("out.npy.tmp.1"), other = dir.path("done.tmp");
+    { std::ofstream(tmp) << "half"; }
+    { std::ofstream(other) << "x"; }
+    ChildResult r = run_in_child([&] {
+        install_signal_cleanup();
+        if (!register_temp_file(other) || !register_temp_file(tmp))
+            _exit(3);
+        unregister_temp_file(other);
+        raise(SIGTERM);
+        _exit(4); // not reached
+    });
+    CHECK(r.exit_status == -1); // died of the signal
+    CHECK(!std::ifstream(tmp).good());
+    CHECK(std::ifstream(other).good()); // unregistered: renamed into place, kept
+    CHECK(!register_temp_file(std::string(5000, 'x'))); // longer than PATH_MAX
 }
 
 TEST_CASE("trace option writes a Chrome trace with one track per device", "[startup]") {

@@ -15,6 +15,14 @@ For each program tests/e2e/NAME.msh (reference: tests/e2e/NAME.py, see e2e_lib.p
   5. bad-input tests (a module with BAD_CASES) must fail in each case with a message
      naming the file (and the expected and found types), leaving no output file.
 
+--comm mpi (the MPI mode, ctest e2e-mpi) builds only the declared meshes and runs each
+program twice: on the simulated mesh, then under OpenMPI (`mpirun ... -np N prog
+--comm=mpi`, N the program's device count, from `prog --help`). The MPI run is checked
+against the references too, and must be IDENTICAL to the simulated run: the same
+printed bytes and bitwise the same .npy files (the MPI handler reduces floating point
+in the same rank order; only a NaN's sign and payload may differ). Its bad-input cases must fail with the message naming the
+device and leave no file; a run with the wrong -np must fail (status 2) with a message.
+
 grad / value_and_grad programs are listed in AUTODIFF_TESTS. They run by default
 (--include-autodiff); a build that fails with an E07xx diagnostic saying autodiff is
 not supported by the back end is reported as SKIP, loudly. --require-autodiff turns
@@ -22,10 +30,11 @@ that into a failure, --no-autodiff leaves them out.
 
 Usage:
   run_e2e.py [--meshc build/meshc] [--only NAME[,NAME]] [--keep] [--work DIR] [-j N]
-             [--check-only] [--list] [-v]
+             [--check-only] [--list] [-v] [--comm sim|mpi [--mpirun PATH]]
 
 Exit status: 0 all passed (skips allowed), 1 a failure, 77 nothing could be run
-because meshc has no `build` sub-command yet (static checks still ran and passed).
+because meshc has no `build` sub-command yet (static checks still ran and passed), or
+--comm mpi without an mpirun.
 """
 
 import sys
@@ -64,6 +73,11 @@ DEFAULT_TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-3, 1e-3), "
 PRINT_FORMAT_RTOL = {"f32": 6e-6, "f64": 6e-10}   # %.6g / %.10g rounding of printed floats
 NPY_DTYPES = {"<f4": "f32", "<f8": "f64", "<i4": "i32", "<i8": "i64", "|b1": "bool", "<f2": "f16"}
 EXIT_NO_BUILD = 77
+# OpenMPI's mpirun flags for the MPI mode: allowed as root, more ranks than cores, the
+# shared-memory transport without the ptrace-based single copy (refused in containers).
+MPIRUN_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+                "--mca", "btl_vader_single_copy_mechanism", "none"]
+DEVICES_RE = re.compile(r"it runs on (\d+) devices?\.")
 MAX_PROBLEMS = 12          # problems listed per test without -v
 
 
@@ -534,6 +548,121 @@ def unsupported_autodiff(stderr):
     return None
 
 
+def how_failed(rc, timeout):
+    return ("timed out after %g s (a hang?)" % timeout if rc is None
+            else "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc)
+
+
+def program_devices(exe):
+    """The device count a built program runs on (from its --help), or None."""
+    rc, out, _err, _ = run_cmd([exe, "--help"], timeout=30)
+    m = DEVICES_RE.search(out) if rc == 0 else None
+    return int(m.group(1)) if m else None
+
+
+def same_bits(path_a, path_b):
+    """Whether two .npy files hold the same bytes. The one latitude: a NaN matches any NaN
+    (which NaN an addition of two NaNs gives depends on the operand order a compiler
+    picked for that loop, and is not specified)."""
+    with open(path_a, "rb") as a, open(path_b, "rb") as b:
+        da, db = a.read(), b.read()
+    if da == db:
+        return True
+    if len(da) != len(db):
+        return False
+    x, y = np.load(path_a, allow_pickle=False), np.load(path_b, allow_pickle=False)
+    if x.dtype.str != y.dtype.str or x.shape != y.shape or x.dtype.kind != "f":
+        return False
+    bits = np.dtype("u%d" % x.dtype.itemsize)
+    return bool(np.all((x.view(bits) == y.view(bits)) | (np.isnan(x) & np.isnan(y))))
+
+
+def mpirun_cmd(args, nprocs):
+    return [args.mpirun] + MPIRUN_FLAGS + ["-np", str(nprocs)]
+
+
+def check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, sim_out):
+    """The MPI mode: the declared build under mpirun, compared with the simulated run
+    (sim_out: its stdout; the .npy files are in vdir/run), then its bad-input cases and
+    a run with the wrong process count."""
+    ndev = program_devices(exe)
+    if ndev is None:
+        res.fail("[mpi] cannot read the device count from %s --help" % exe)
+        return
+    tag = "[mpi -np %d]" % ndev
+    rdir = os.path.join(vdir, "run-mpi")
+    os.makedirs(rdir)
+    write_inputs(rdir, inputs)
+    cmd = mpirun_cmd(args, ndev) + [exe, "--comm=mpi"]
+    rc, out, err, secs = run_cmd(cmd, cwd=rdir, timeout=args.mpi_timeout)
+    if args.verbose:
+        res.notes.append("%s ran in %.2f s, rc %s" % (tag, secs, rc))
+    if rc != 0:
+        res.fail("%s run failed: %s: %s\n%s" % (tag, how_failed(rc, args.mpi_timeout), " ".join(cmd),
+                                                indent(clip("stdout:\n" + out + "\nstderr:\n" + err))))
+        return
+    for fname, exp in expected.items():
+        if fname == "stdout":
+            continue
+        try:
+            check_saved(os.path.join(rdir, fname), exp, module, "%s %s" % (tag, fname))
+        except Failure as f:
+            res.fail(str(f))
+            continue
+        if not same_bits(os.path.join(rdir, fname), os.path.join(vdir, "run", fname)):
+            res.fail("%s %s: not bitwise identical to the simulated run's" % (tag, fname))
+    try:
+        check_stdout(out, expected.get("stdout", []), module)
+    except Failure as f:
+        res.fail("%s %s" % (tag, f))
+    if out.replace("-nan", "nan") != sim_out.replace("-nan", "nan"):   # a NaN is a NaN
+        la, lb = out.splitlines(), sim_out.splitlines()
+        diff = next((i for i in range(min(len(la), len(lb))) if la[i] != lb[i]), min(len(la), len(lb)))
+        res.fail("%s stdout differs from the simulated run's at line %d:\n        mpi: %s\n        sim: %s"
+                 % (tag, diff + 1, clip(la[diff] if diff < len(la) else "(none)", 300),
+                    clip(lb[diff] if diff < len(lb) else "(none)", 300)))
+    extra = sorted(set(list_files(rdir)) - set(inputs) - set(k for k in expected if k != "stdout"))
+    if extra:
+        res.fail("%s unexpected files in the run directory: %s" % (tag, ", ".join(extra)))
+
+    # bad inputs: every rank that fails names its device; mpirun ends the others
+    for case in bad_cases:
+        cdir = os.path.join(vdir, "bad-mpi-" + case.name)
+        os.makedirs(cdir)
+        write_inputs(cdir, case.files)
+        before = list_files(cdir)
+        rc, bout, berr, _ = run_cmd(cmd, cwd=cdir, timeout=args.mpi_timeout)
+        after = list_files(cdir)
+        ctag = "%s bad input '%s'" % (tag, case.name)
+        if rc is None or rc <= 0:
+            res.fail("%s: %s, want a non-zero exit status\n%s" % (
+                ctag, "exited 0" if rc == 0 else how_failed(rc, args.mpi_timeout),
+                indent(clip("stdout:\n" + bout + "\nstderr:\n" + berr))))
+        else:
+            miss = [x for x in case.stderr + ["error: device "] if x not in berr]
+            if miss:
+                res.fail("%s: stderr lacks %s\n      stderr: %s" % (ctag, ", ".join(repr(x) for x in miss), clip(berr, 600)))
+        if after != before:
+            res.fail("%s: files appeared: %s" % (ctag, ", ".join(sorted(set(after) - set(before))) or "(changed)"))
+
+    # the wrong process count: a message from rank 0, status 2, nothing written
+    wrong = ndev + 1 if ndev == 1 else ndev - 1
+    wdir = os.path.join(vdir, "wrong-np")
+    os.makedirs(wdir)
+    write_inputs(wdir, inputs)
+    before = list_files(wdir)
+    rc, wout, werr, _ = run_cmd(mpirun_cmd(args, wrong) + [exe, "--comm=mpi"], cwd=wdir,
+                                timeout=args.mpi_timeout)
+    want = "runs on %d device%s, one MPI process each, but it was started as %d process" % (
+        ndev, "" if ndev == 1 else "s", wrong)
+    if rc != 2 or want not in werr:
+        res.fail("[mpi -np %d] want exit status 2 and %r, got %s\n%s" % (
+            wrong, want, "exit status %s" % rc if rc is not None and rc >= 0 else how_failed(rc, args.mpi_timeout),
+            indent(clip("stdout:\n" + wout + "\nstderr:\n" + werr))))
+    if list_files(wdir) != before:
+        res.fail("[mpi -np %d] files appeared" % wrong)
+
+
 def run_test(name, args, work_root, have_build):
     res = Result(name)
     t0 = time.time()
@@ -576,7 +705,7 @@ def run_test(name, args, work_root, have_build):
     os.makedirs(tdir)
     meshes = declared_meshes(src)
     variants = [("declared", [])]
-    if meshes:
+    if meshes and args.comm != "mpi":
         variants.append(("all-1", all_ones_flags(meshes)))
     outputs = {}
     for vname, flags in variants:
@@ -631,6 +760,10 @@ def run_test(name, args, work_root, have_build):
         if extra:
             res.fail("[%s] unexpected files in the run directory: %s" % (vname, ", ".join(extra)))
         outputs[vname] = (out, saved)
+        if args.comm == "mpi":
+            # The simulated run's bad cases are the plain e2e's; here the MPI ones.
+            check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, out)
+            continue
         # bad-input runs
         for case in bad_cases:
             cdir = os.path.join(vdir, "bad-" + case.name)
@@ -707,6 +840,12 @@ def main(argv=None):
                     help="an unsupported-autodiff build failure is a FAIL, not a SKIP")
     ap.add_argument("--build-timeout", type=float, default=120, help="seconds per build")
     ap.add_argument("--run-timeout", type=float, default=30, help="seconds per run (a hang is a failure)")
+    ap.add_argument("--comm", choices=["sim", "mpi"], default="sim",
+                    help="mpi: also run every program's declared build under mpirun and "
+                         "require the results of the simulated run, bitwise")
+    ap.add_argument("--mpirun", default=None, help="OpenMPI's mpirun (default: from PATH)")
+    ap.add_argument("--mpi-timeout", type=float, default=180,
+                    help="seconds per mpirun run (a hang is a failure)")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -730,6 +869,12 @@ def main(argv=None):
         print("meshc not found at %s (--meshc)" % args.meshc)
         return 2
 
+    if args.comm == "mpi":
+        args.mpirun = args.mpirun or shutil.which("mpirun")
+        if not args.mpirun or not os.access(args.mpirun, os.X_OK):
+            print("e2e: no mpirun (--mpirun): the MPI mode is skipped")
+            return EXIT_NO_BUILD
+        print("e2e: MPI mode, mpirun = %s %s" % (args.mpirun, " ".join(MPIRUN_FLAGS)))
     print("e2e: meshc = %s" % args.meshc)
     kat = e2e_lib.philox_self_test()
     if kat:

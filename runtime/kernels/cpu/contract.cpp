@@ -1,15 +1,11 @@
 // meshrt_contract: einsum on local shapes, as BLAS matrix products where possible.
 //
-// Letters of a two-operand spec fall in four classes: batch (in a, b and out), m (a and
-// out), n (b and out), k (a and b, summed). Letters in one operand only and not in out
-// are summed out of that operand first. What remains is, for every batch index, one
-// product C[m, n] = sum_k A[m, k] B[k, n] with each of m, n, k the row-major merge of its
-// letters. When each operand's m/k (or k/n) letters are consecutive runs and one of them
-// has unit stride, the operand *is* such a matrix (transposed or not) with a leading
-// dimension, whatever the position of the batch letters: the product is then one
-// cblas_?gemm per batch index with no copy. Otherwise the operand (or the output) is
-// permuted to the canonical [batch, rows, cols] layout first. f16/bf16 go through f32;
-// i32/i64 use the same plan with a plain loop in place of BLAS.
+// The plan (kernels/contract_plan.h, shared with the CUDA kernels) decides which letters
+// are summed out first, which operand is read in place as a matrix (transposed or not,
+// with a leading dimension) and which is permuted first; here the plan runs with
+// cblas_?gemm, one call per batch index. f16/bf16 go through f32; i32/i64 use the same
+// plan with a plain loop in place of BLAS. Under --device=cuda, floating-point
+// contractions go to kernels/cuda/ instead (integers stay here, on the host).
 #include <cblas.h>
 
 #include <algorithm>
@@ -23,9 +19,15 @@
 #include "src/errors.h"
 #include "src/runtime.h"
 #include "src/tensor.h"
+#include "kernels/contract_plan.h"
+#ifdef MESHRT_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
 
 namespace meshrt::cpu {
 namespace {
+
+using namespace meshrt::contract;
 
 /// An operand or the output: one letter per dim.
 template <class T> struct Tensor {
@@ -33,101 +35,6 @@ template <class T> struct Tensor {
     std::vector<int64_t> shape;
     T* data = nullptr;
 };
-
-struct Spec {
-    std::vector<std::string> inputs; // 1 or 2
-    std::string output;
-    int64_t extent[26]; // per letter, -1 when unused
-};
-
-[[noreturn]] void spec_error(meshrt_device* dev, const char* spec, const std::string& why) {
-    fail(dev, std::string("contract \"") + spec + "\": " + why);
-}
-
-Spec parse_spec(meshrt_device* dev, const char* spec, int32_t noperands, const int32_t* ranks,
-                const int64_t* const* shapes) {
-    if (!spec)
-        fail(dev, "contract: no spec");
-    std::string s = spec;
-    const size_t arrow = s.find("->");
-    if (arrow == std::string::npos || s.find("->", arrow + 1) != std::string::npos)
-        spec_error(dev, spec, "expected one \"->\"");
-    Spec p;
-    std::fill(std::begin(p.extent), std::end(p.extent), -1);
-    std::string lhs = s.substr(0, arrow);
-    p.output = s.substr(arrow + 2);
-    size_t start = 0;
-    for (;;) {
-        size_t comma = lhs.find(',', start);
-        p.inputs.push_back(lhs.substr(start, comma - start));
-        if (comma == std::string::npos)
-            break;
-        start = comma + 1;
-    }
-    if (int32_t(p.inputs.size()) != noperands)
-        spec_error(dev, spec,
-                   "names " + std::to_string(p.inputs.size()) + " operands but " +
-                       std::to_string(noperands) + (noperands == 1 ? " was" : " were") + " passed");
-    auto check_letters = [&](const std::string& letters, const char* what) {
-        bool seen[26] = {};
-        for (char c : letters) {
-            if (c < 'a' || c > 'z')
-                spec_error(dev, spec, std::string("'") + c + "' in " + what + " is not a letter");
-            if (seen[c - 'a'])
-                spec_error(dev, spec, std::string("letter ") + c + " repeats in " + what);
-            seen[c - 'a'] = true;
-        }
-    };
-    const char* names[3] = {"operand a", "operand b", "the output"};
-    for (int32_t i = 0; i <= noperands; ++i) {
-        const std::string& letters = i < noperands ? p.inputs[size_t(i)] : p.output;
-        const char* what = names[i < noperands ? i : 2];
-        check_letters(letters, what);
-        if (ranks[i] != int32_t(letters.size()))
-            spec_error(dev, spec,
-                       std::string(what) + " has rank " + std::to_string(ranks[i]) +
-                           " but the spec names " + std::to_string(letters.size()) + " letters");
-        if (ranks[i] > 0 && !shapes[i])
-            spec_error(dev, spec, std::string(what) + " has no shape");
-        for (size_t d = 0; d < letters.size(); ++d) {
-            const int64_t e = shapes[i][d];
-            int64_t& known = p.extent[letters[d] - 'a'];
-            if (e < 0)
-                spec_error(dev, spec, std::string(what) + " has a negative extent");
-            if (i == noperands && known < 0)
-                spec_error(dev, spec,
-                           std::string("output letter ") + letters[d] + " is in no operand");
-            if (known >= 0 && known != e)
-                spec_error(dev, spec,
-                           std::string("letter ") + letters[d] + " is " + std::to_string(known) +
-                               " in one place and " + std::to_string(e) + " in " + what);
-            known = e;
-        }
-    }
-    return p;
-}
-
-bool has(const std::string& s, char c) {
-    return s.find(c) != std::string::npos;
-}
-
-int64_t extent_of(const std::string& group, const int64_t* extent) {
-    int64_t n = 1;
-    for (char c : group)
-        n *= extent[c - 'a'];
-    return n;
-}
-
-std::vector<int64_t> shape_of(const std::string& letters, const int64_t* extent) {
-    std::vector<int64_t> s;
-    for (char c : letters)
-        s.push_back(extent[c - 'a']);
-    return s;
-}
-
-int64_t stride_of(const std::string& letters, const std::vector<int64_t>& strides, char c) {
-    return strides[letters.find(c)];
-}
 
 /// Calls f(offset_in, offset_out) for every index of `shape` but the last dim (rank >= 1).
 template <class F>
@@ -204,60 +111,6 @@ template <class T> void unary(const Tensor<const T>& in, const Tensor<T>& out) {
         out.data[i] = T(acc[size_t(i)]);
 }
 
-/// A batch of matrices inside a tensor: for batch index b, rows x cols starting at the
-/// batch offset, stored row-major with leading dimension ld (trans: stored cols x rows).
-struct MatrixView {
-    bool trans = false;
-    int64_t ld = 1;
-};
-
-/// The letters of `group` in the order they appear in `letters`, if they form one
-/// consecutive run there (an empty group always does).
-std::optional<std::string> run_in(const std::string& letters, const std::string& group) {
-    if (group.empty())
-        return std::string();
-    size_t first = letters.size(), last = 0;
-    for (char c : group) {
-        size_t pos = letters.find(c);
-        first = std::min(first, pos);
-        last = std::max(last, pos);
-    }
-    if (last - first + 1 != group.size())
-        return std::nullopt;
-    return letters.substr(first, group.size());
-}
-
-/// Whether `t` holds rows x cols matrices without transposition (rows and cols each a
-/// consecutive run in exactly the given order, cols with unit stride); the leading
-/// dimension if so.
-std::optional<int64_t> plain_view(const std::string& letters, const std::vector<int64_t>& shape,
-                                  const std::string& rows, const std::string& cols,
-                                  const int64_t* extent) {
-    if (!rows.empty() && letters.find(rows) == std::string::npos)
-        return std::nullopt;
-    if (!cols.empty() && letters.find(cols) == std::string::npos)
-        return std::nullopt;
-    const std::vector<int64_t> strides = row_major_strides(shape);
-    const int64_t R = extent_of(rows, extent), C = extent_of(cols, extent);
-    if (!cols.empty() && C > 1 && stride_of(letters, strides, cols.back()) != 1)
-        return std::nullopt;
-    if (rows.empty() || R == 1)
-        return std::max<int64_t>(1, C);
-    const int64_t ld = stride_of(letters, strides, rows.back());
-    if (ld < std::max<int64_t>(1, C))
-        return std::nullopt;
-    return ld;
-}
-
-std::optional<MatrixView> matrix_view(const Tensor<const void>& t, const std::string& rows,
-                                      const std::string& cols, const int64_t* extent) {
-    if (auto ld = plain_view(t.letters, t.shape, rows, cols, extent))
-        return MatrixView{false, *ld};
-    if (auto ld = plain_view(t.letters, t.shape, cols, rows, extent))
-        return MatrixView{true, *ld};
-    return std::nullopt;
-}
-
 template <class T>
 void gemm(meshrt_device* dev, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
           int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
@@ -297,121 +150,60 @@ void gemm(meshrt_device* dev, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     }
 }
 
-struct Stats {
-    int copies = 0; // operands or outputs that had to be permuted
-    int64_t flops = 0;
-};
-
 template <class T>
 void binary(meshrt_device* dev, const Spec& spec, Tensor<const T> a, Tensor<const T> b,
             Tensor<T> out, Stats* stats) {
     const int64_t* extent = spec.extent;
     if (num_elements(out.shape) == 0)
         return;
-    // 1. Letters in one operand only and not in the output are summed out of it first.
+    const BinaryPlan plan = plan_binary(spec);
     std::vector<Scratch> temps;
-    auto sum_out_private = [&](Tensor<const T>& t, const Tensor<const T>& other) {
-        std::string kept;
-        for (char c : t.letters)
-            if (has(other.letters, c) || has(out.letters, c))
-                kept += c;
-        if (kept.size() == t.letters.size())
-            return;
-        Tensor<T> r{kept, shape_of(kept, extent), nullptr};
+    // t becomes a temporary holding t with the given letters (summed or permuted).
+    auto materialize = [&](Tensor<const T>& t, const std::string& letters) {
+        Tensor<T> r{letters, shape_of(letters, extent), nullptr};
         temps.emplace_back(size_t(std::max<int64_t>(1, num_elements(r.shape))) * sizeof(T));
         r.data = temps.back().template get<T>();
         unary<T>(t, r);
         t = Tensor<const T>{r.letters, r.shape, r.data};
         ++stats->copies;
     };
-    sum_out_private(a, b);
-    sum_out_private(b, a);
-
-    // 2. Classify.
-    std::string batch, m, n, k;
-    for (char c : out.letters) {
-        if (has(a.letters, c) && has(b.letters, c))
-            batch += c;
-        else if (has(a.letters, c))
-            m += c;
-        else
-            n += c;
-    }
-    for (char c : a.letters)
-        if (has(b.letters, c) && !has(out.letters, c))
-            k += c;
-    const int64_t K = extent_of(k, extent);
-    if (K == 0) { // an empty sum
+    // 1. Private letters summed out.
+    if (plan.a_summed)
+        materialize(a, plan.a_letters);
+    if (plan.b_summed)
+        materialize(b, plan.b_letters);
+    // 2. An empty sum.
+    if (plan.K == 0) {
         std::memset(out.data, 0, size_t(num_elements(out.shape)) * sizeof(T));
         return;
     }
-
-    // 3. Orders of the merged m, n, k: the output's if it has them as runs, else the
-    // operand's, so that as few tensors as possible need a permutation.
-    auto pick = [](std::optional<std::string> first, std::optional<std::string> second,
-                   const std::string& fallback) {
-        return first ? *first : second ? *second : fallback;
-    };
-    const std::string mo = pick(run_in(out.letters, m), run_in(a.letters, m), m);
-    const std::string no = pick(run_in(out.letters, n), run_in(b.letters, n), n);
-    const std::string ko = pick(run_in(a.letters, k), run_in(b.letters, k), k);
-
-    // 4. The output: C = [m, n] as it is, or C^T = [n, m] (then the product is computed
-    // as C^T = B^T A^T, swapping the operands' roles), or a canonical temporary.
+    // 3. The output, or a canonical temporary.
     Tensor<T> c = out;
-    bool swapped = false;
     Scratch out_temp;
-    int64_t ldc;
-    if (auto ld = plain_view(out.letters, out.shape, mo, no, extent)) {
-        ldc = *ld;
-    } else if (auto ldt = plain_view(out.letters, out.shape, no, mo, extent)) {
-        ldc = *ldt;
-        swapped = true;
-    } else {
-        c.letters = batch + mo + no;
+    if (plan.out_temp) {
+        c.letters = plan.c_letters;
         c.shape = shape_of(c.letters, extent);
         out_temp.resize(size_t(num_elements(c.shape)) * sizeof(T));
         c.data = out_temp.get<T>();
-        ldc = std::max<int64_t>(1, extent_of(no, extent));
         ++stats->copies;
     }
+    // 4. The operands in their roles.
+    Tensor<const T> left = plan.swapped ? b : a, right = plan.swapped ? a : b;
+    if (plan.left.permuted)
+        materialize(left, plan.left.letters);
+    if (plan.right.permuted)
+        materialize(right, plan.right.letters);
+    const MatrixView lv = plan.left.view, rv = plan.right.view;
 
-    // 5. The operands in their roles: left (rows x k) and right (k x cols).
-    Tensor<const T> left = swapped ? b : a, right = swapped ? a : b;
-    const std::string& rows = swapped ? no : mo;
-    const std::string& cols = swapped ? mo : no;
-    auto view_or_permute = [&](Tensor<const T>& t, const std::string& r, const std::string& cc) {
-        Tensor<const void> tv{t.letters, t.shape, t.data};
-        if (auto v = matrix_view(tv, r, cc, extent))
-            return *v;
-        Tensor<T> p{batch + r + cc, shape_of(batch + r + cc, extent), nullptr};
-        temps.emplace_back(size_t(num_elements(p.shape)) * sizeof(T));
-        p.data = temps.back().template get<T>();
-        unary<T>(t, p);
-        t = Tensor<const T>{p.letters, p.shape, p.data};
-        ++stats->copies;
-        return MatrixView{false, std::max<int64_t>(1, extent_of(cc, extent))};
-    };
-    const MatrixView lv = view_or_permute(left, rows, ko);
-    const MatrixView rv = view_or_permute(right, ko, cols);
-
-    // 6. One product per batch index.
-    const int64_t R = extent_of(rows, extent), C = extent_of(cols, extent);
-    const std::vector<int64_t> ls = row_major_strides(left.shape),
-                               rs = row_major_strides(right.shape), cs = row_major_strides(c.shape);
-    std::vector<int64_t> bshape, bl, br, bc;
-    for (char ch : batch) {
-        bshape.push_back(extent[ch - 'a']);
-        bl.push_back(stride_of(left.letters, ls, ch));
-        br.push_back(stride_of(right.letters, rs, ch));
-        bc.push_back(stride_of(c.letters, cs, ch));
-    }
-    std::vector<int64_t> idx(batch.size(), 0);
+    // 5. One product per batch index.
+    const std::vector<int64_t>& bshape = plan.batch_shape;
+    const std::vector<int64_t>&bl = plan.batch_left, &br = plan.batch_right, &bc = plan.batch_c;
+    std::vector<int64_t> idx(bshape.size(), 0);
     int64_t ol = 0, orr = 0, oc = 0;
     for (;;) {
-        gemm<T>(dev, lv.trans, rv.trans, R, C, K, left.data + ol, lv.ld, right.data + orr, rv.ld,
-                c.data + oc, ldc);
-        size_t d = batch.size();
+        gemm<T>(dev, lv.trans, rv.trans, plan.R, plan.C, plan.K, left.data + ol, lv.ld,
+                right.data + orr, rv.ld, c.data + oc, plan.ldc);
+        size_t d = bshape.size();
         for (; d-- > 0;) {
             ol += bl[d];
             orr += br[d];
@@ -426,8 +218,8 @@ void binary(meshrt_device* dev, const Spec& spec, Tensor<const T> a, Tensor<cons
         if (d == size_t(-1))
             break;
     }
-    stats->flops = 2 * num_elements(bshape) * R * C * K;
-    if (out_temp.size())
+    stats->flops = plan.flops;
+    if (plan.out_temp)
         unary<T>(Tensor<const T>{c.letters, c.shape, c.data}, out);
 }
 
@@ -469,7 +261,12 @@ extern "C" void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* s
     shapes[noperands] = shape_out;
     const Spec p = parse_spec(dev, spec, noperands, ranks, shapes);
     Stats stats;
-    switch (dtype) {
+    bool done = false; // by the GPU (floating point under --device=cuda)
+#ifdef MESHRT_HAVE_CUDA
+    done = cuda::enabled(dev) &&
+           cuda::contract(dev, dtype, p, a, shape_a, b, shape_b, out, shape_out, &stats);
+#endif
+    if (!done) switch (dtype) {
     case MESHRT_F32:
         run<float>(dev, p, a, shape_a, b, shape_b, out, shape_out, &stats);
         break;
@@ -509,5 +306,7 @@ extern "C" void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* s
         if (stats.flops)
             scope.arg("flops", stats.flops);
         scope.arg("copies", stats.copies);
+        if (done)
+            scope.arg("on", "gpu");
     }
 }

@@ -14,16 +14,20 @@ measured in the same run (ratios within one run are what is stable on a shared m
                the same memcpy rate (target >= 0.5)
 
 The Mesh programs are generated here, built with `meshc build -O2`, and timed with their
-own trace (`--trace`): matmul by the `contract` events; elementwise by the time between
-tiny 1x1 contractions that mark the end of each iteration of a `for` loop (the fused
-loop itself is not traced); all_reduce by the `all_reduce` events, the maximum over
-devices of each call's duration. The first iteration of every program and one call of
-every reference are warm-ups and not counted. Before timing, the driver checks that the
-chain is one vectorised loop (`--emit=llvm`) and that the all_reduce program makes
-exactly one all_reduce of b bytes (`meshc explain` and the trace).
+own trace (`--trace`): matmul by its `contract` events; elementwise by the traced
+generated loop ("elementwise mul,add,...": one event per pass naming all 8 operations is
+the proof that the chain fused) and, as a diagnostic, by the whole pass between tiny 1x1
+contractions that mark the end of each pass of a `for` loop; all_reduce by its
+`all_reduce` events, the maximum over devices of each call's duration. The first two
+iterations of every program and one call of every reference are warm-ups, not counted.
+Before timing, the driver checks that the chain is one vectorised loop (`--emit=llvm`)
+and that the all_reduce program makes exactly one all_reduce of b bytes per call
+(`meshc explain`, then every collective event of the trace).
 
 The reference kernels are reference.cpp beside this file, compiled in the same run
-(c++ -O3 -march=native, -lopenblas).
+(c++ -std=c++20 -O3 -march=native ... -lopenblas), with diagnostics that show where the
+generated programs' time goes (the same kernels into freshly allocated outputs; the
+simulated mesh's all_reduce algorithm replayed in C).
 
     python3 tests/bench/backend/run_backend_bench.py --meshc build/meshc [--repeat 5]
         [--bench matmul elementwise all_reduce] [--json out.json]
@@ -32,8 +36,8 @@ The reference kernels are reference.cpp beside this file, compiled in the same r
     python3 tests/bench/backend/run_backend_bench.py --meshc build/meshc --smoke
 
 --repeat N runs each Mesh program and each reference N times, alternately; a figure is
-the median over all counted iterations of those runs (the best is printed too).
---smoke runs every benchmark at a tiny size once, to prove the scripts work (no timing
+the best over those runs of each run's median iteration (the median of all iterations
+is printed and recorded too). --smoke runs every benchmark at a tiny size once, to prove the scripts work (no timing
 claims, no targets). --check-baseline exits 1 when a ratio falls more than --tolerance
 (a fraction) below the baseline's. The baseline and its command are in
 docs/benchmarks.md and baseline.json beside this file.
@@ -55,6 +59,10 @@ OPENBLAS_INCLUDE = "/usr/include/x86_64-linux-gnu/openblas-pthread"
 BENCHES = ["matmul", "elementwise", "all_reduce"]
 TARGETS = {"matmul": 0.9, "elementwise": 0.7, "all_reduce": 0.5}
 MIB = 1 << 20
+# Uncounted first iterations of every Mesh program: the first two results of a loop are
+# made in fresh memory (the runtime's buffer cache can only hand back a buffer once a
+# value of the same size has been freed, i.e. from the third iteration on).
+WARMUP = 2
 
 FULL = dict(mm_n=1024, mm_iters=10, ew_n=64 * MIB, ew_iters=5, copy_bytes=256 * MIB,
             ar_devices=8, ar_count=16 * MIB, ar_iters=5)
@@ -78,7 +86,7 @@ fn main() {{
     let a: Tensor f32 [{n}, {n}] on One = random_normal(1, [{n}, {n}]);
     let b: Tensor f32 [{n}, {n}] on One = random_normal(2, [{n}, {n}]) * {1.0 / n ** 0.5!r};
     var c = a;
-    for i in 0..{iters + 1} {{
+    for i in 0..{iters + WARMUP} {{
         c = c @ b;
     }}
     print("check", sum(c));
@@ -95,7 +103,7 @@ fn main() {{
     let y: Tensor f32 [{n}] = load("y.npy");
     let one: Tensor f32 [1, 1] = ones([1, 1]);
     var z = x;
-    for i in 0..{iters + 1} {{
+    for i in 0..{iters + WARMUP} {{
         z = {CHAIN};
         let mark = one @ one;
     }}
@@ -120,7 +128,7 @@ fn main() {{
     let x: Tensor f32 [{devices}, {count}] on Ring with {{0: r}} = full([{devices}, {count}], 1.0);
     let p: Tensor f32 [{count}] on Ring partial {{r}} = sum(x, axis: 0);
     var y = reduce(p);
-    for i in 0..{iters} {{
+    for i in 0..{iters + WARMUP - 1} {{
         y = reduce(p);
     }}
     print("check", sum(y));
@@ -162,8 +170,16 @@ def reference(ref, *args):
     return json.loads(run([ref] + [str(a) for a in args], what="reference"))
 
 
-def stats(seconds):
-    return statistics.median(seconds), min(seconds)
+def figure(runs, amount, unit=1e-9):
+    """runs: one list of per-iteration seconds per run. The figure is the best over the
+    runs of each run's median (it shrugs off both a slow iteration and a run slowed by
+    other work on a shared machine); `all` is the median of every iteration. Rates are
+    amount / seconds * unit (GFLOP/s, GB/s)."""
+    medians = [statistics.median(r) for r in runs]
+    every = statistics.median([t for r in runs for t in r])
+    return dict(seconds=min(medians), rate=amount / min(medians) * unit, all_median_seconds=every,
+                all_median_rate=amount / every * unit, iterations=sum(len(r) for r in runs),
+                run_medians_seconds=[round(m, 6) for m in medians])
 
 
 def compile_reference(tmp):
@@ -186,20 +202,17 @@ def bench_matmul(meshc, ref, tmp, size, repeat, threads):
     _, exe = build(meshc, tmp, "matmul", gen_matmul(n, iters))
     mesh_s, ref_s, fresh_s = [], [], []
     for _ in range(repeat):
-        ref_s += reference(ref, "sgemm", n, threads, iters)["seconds"]
+        ref_s.append(reference(ref, "sgemm", n, threads, iters)["seconds"])
         ev = [e for e in run_traced(exe, tmp, [f"--mesh-threads={threads}"]) if e["name"] == "contract"]
-        if len(ev) != iters + 1:
-            raise SystemExit(f"matmul: expected {iters + 1} contract events, found {len(ev)}")
-        mesh_s += [e["dur"] * 1e-6 for e in ev[1:]]
-        fresh_s += reference(ref, "sgemm_fresh", n, threads, iters)["seconds"]
+        if len(ev) != iters + WARMUP:
+            raise SystemExit(f"matmul: expected {iters + WARMUP} contract events, found {len(ev)}")
+        mesh_s.append([e["dur"] * 1e-6 for e in ev[WARMUP:]])
+        fresh_s.append(reference(ref, "sgemm_fresh", n, threads, iters)["seconds"])
     flops = 2.0 * n ** 3
-    (m, mb), (r, rb), (fr, _) = stats(mesh_s), stats(ref_s), stats(fresh_s)
-    return dict(n=n, threads=threads, iterations=len(mesh_s),
-                mesh_median_s=m, mesh_best_s=mb, ref_median_s=r, ref_best_s=rb,
-                mesh_gflops=flops / m * 1e-9, mesh_best_gflops=flops / mb * 1e-9,
-                ref_gflops=flops / r * 1e-9, ref_best_gflops=flops / rb * 1e-9,
-                ref_fresh_gflops=flops / fr * 1e-9,
-                ratio=r / m, target=TARGETS["matmul"])
+    mesh, sgemm = figure(mesh_s, flops), figure(ref_s, flops)
+    return dict(n=n, threads=threads, flops=flops, unit="GFLOP/s", mesh=mesh, reference=sgemm,
+                ratio=mesh["rate"] / sgemm["rate"], target=TARGETS["matmul"],
+                diagnostics=dict(sgemm_fresh_output=figure(fresh_s, flops)))
 
 
 def check_fused(meshc, src, n):
@@ -224,30 +237,40 @@ def bench_elementwise(meshc, ref, tmp, size, repeat):
         raise SystemExit(f"elementwise: the chain is not one vectorised loop: {fusion}")
     write_npy_f32(os.path.join(tmp, "x.npy"), n, 1)
     write_npy_f32(os.path.join(tmp, "y.npy"), n, 2)
-    mesh_s, copy_s, fresh_s, chain_s, chain_fresh_s = [], [], [], [], []
+    mesh_s, iter_s, copy_s, fresh_s, chain_s, chain_fresh_s = [], [], [], [], [], []
     for _ in range(repeat):
-        copy_s += reference(ref, "copy", copy_bytes, iters)["seconds"]
-        ev = [e for e in run_traced(exe, tmp, []) if e["name"] == "contract"]
-        if len(ev) != iters + 1:
-            raise SystemExit(f"elementwise: expected {iters + 1} marker events, found {len(ev)}")
-        # Iteration k (k >= 1) runs from the end of mark k-1 to the start of mark k.
-        mesh_s += [(b["ts"] - (a["ts"] + a["dur"])) * 1e-6 for a, b in zip(ev, ev[1:])]
-        fresh_s += reference(ref, "copy_fresh", copy_bytes, iters)["seconds"]
-        chain_s += reference(ref, "chain", n, iters)["seconds"]
-        chain_fresh_s += reference(ref, "chain_fresh", n, iters)["seconds"]
+        copy_s.append(reference(ref, "copy", copy_bytes, iters)["seconds"])
+        events = run_traced(exe, tmp, [])
+        # The generated loop is traced as "elementwise OP,OP,...", one event per fused loop:
+        # one event per iteration naming all 8 operations is the fused chain.
+        loops = [e for e in events if e["name"].startswith("elementwise")]
+        if len(loops) != iters + WARMUP or any(len(e["name"].split()[1].split(",")) != CHAIN_OPS for e in loops):
+            raise SystemExit(f"elementwise: expected {iters + WARMUP} fused loops of {CHAIN_OPS} operations "
+                             f"in the trace, found {sorted(set(e['name'] for e in loops))} x {len(loops)}")
+        fusion["traced_loop"] = loops[0]["name"]
+        mesh_s.append([e["dur"] * 1e-6 for e in loops[WARMUP:]])
+        marks = [e for e in events if e["name"] == "contract"]
+        if len(marks) != iters + WARMUP:
+            raise SystemExit(f"elementwise: expected {iters + WARMUP} marker events, found {len(marks)}")
+        # Iteration k runs from the end of mark k-1 to the start of mark k: the loop, then
+        # (after the mark) freeing the previous value of z.
+        iter_s.append([(b["ts"] - (a["ts"] + a["dur"])) * 1e-6
+                       for a, b in zip(marks[WARMUP - 1:], marks[WARMUP:])])
+        fresh_s.append(reference(ref, "copy_fresh", copy_bytes, iters)["seconds"])
+        chain_s.append(reference(ref, "chain", n, iters)["seconds"])
+        chain_fresh_s.append(reference(ref, "chain_fresh", n, iters)["seconds"])
     for f in ("x.npy", "y.npy"):
         os.remove(os.path.join(tmp, f))
     moved = 3 * 4 * n                  # x and y read once, z written once
     copy_moved = 2 * copy_bytes        # memcpy: read + write
-    (m, mb), (c, cb) = stats(mesh_s), stats(copy_s)
-    (fr, _), (ch, _), (cf, _) = stats(fresh_s), stats(chain_s), stats(chain_fresh_s)
+    mesh, copy = figure(mesh_s, moved), figure(copy_s, copy_moved)
     return dict(elements=n, ops=CHAIN_OPS, chain=CHAIN, bytes=moved, copy_bytes=copy_bytes,
-                iterations=len(mesh_s), mesh_median_s=m, mesh_best_s=mb,
-                mesh_gbs=moved / m * 1e-9, mesh_best_gbs=moved / mb * 1e-9,
-                copy_gbs=copy_moved / c * 1e-9, copy_best_gbs=copy_moved / cb * 1e-9,
-                copy_fresh_gbs=copy_moved / fr * 1e-9, c_chain_gbs=moved / ch * 1e-9,
-                c_chain_fresh_gbs=moved / cf * 1e-9,
-                ratio=(moved / m) / (copy_moved / c), target=TARGETS["elementwise"], **fusion)
+                unit="GB/s", mesh=mesh, reference=copy, ratio=mesh["rate"] / copy["rate"],
+                target=TARGETS["elementwise"], fusion=fusion,
+                diagnostics=dict(iteration=figure(iter_s, moved),
+                                 copy_fresh_output=figure(fresh_s, copy_moved),
+                                 c_chain=figure(chain_s, moved),
+                                 c_chain_fresh_output=figure(chain_fresh_s, moved)))
 
 
 def check_one_all_reduce(meshc, src, b):
@@ -265,9 +288,9 @@ def bench_all_reduce(meshc, ref, tmp, size, repeat):
     check_one_all_reduce(meshc, src, b)
     mesh_s, span_s, copy_s, warm_s, fresh_s = [], [], [], [], []
     for _ in range(repeat):
-        copy_s += reference(ref, "copy", copy_bytes, iters)["seconds"]
-        warm_s += reference(ref, "allreduce", n, count, iters)["seconds"]
-        fresh_s += reference(ref, "allreduce_fresh", n, count, iters)["seconds"]
+        copy_s.append(reference(ref, "copy", copy_bytes, iters)["seconds"])
+        warm_s.append(reference(ref, "allreduce", n, count, iters)["seconds"])
+        fresh_s.append(reference(ref, "allreduce_fresh", n, count, iters)["seconds"])
         events = run_traced(exe, tmp, [])
         colls = [e for e in events if e["name"] in
                  ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast_all")]
@@ -276,61 +299,77 @@ def bench_all_reduce(meshc, ref, tmp, size, repeat):
             if e["name"] != "all_reduce" or e["args"]["bytes"] != b:
                 raise SystemExit(f"all_reduce: unexpected collective in the trace: {e}")
             per_dev.setdefault(e["tid"], []).append(e)
-        if len(per_dev) != n or any(len(v) != iters + 1 for v in per_dev.values()):
-            raise SystemExit(f"all_reduce: expected {iters + 1} all_reduce events on each of {n} "
+        if len(per_dev) != n or any(len(v) != iters + WARMUP for v in per_dev.values()):
+            raise SystemExit(f"all_reduce: expected {iters + WARMUP} all_reduce events on each of {n} "
                              f"devices, found {[len(v) for v in per_dev.values()]}")
-        for k in range(1, iters + 1):
+        mesh_s.append([])
+        span_s.append([])
+        for k in range(WARMUP, iters + WARMUP):
             call = [sorted(v, key=lambda e: e["ts"])[k] for v in per_dev.values()]
-            mesh_s.append(max(e["dur"] for e in call) * 1e-6)
+            mesh_s[-1].append(max(e["dur"] for e in call) * 1e-6)
             # First device in to last device out: the wall time of the call.
-            span_s.append((max(e["ts"] + e["dur"] for e in call) - min(e["ts"] for e in call)) * 1e-6)
+            span_s[-1].append((max(e["ts"] + e["dur"] for e in call) - min(e["ts"] for e in call)) * 1e-6)
     moved = 2 * n * b
     copy_moved = 2 * copy_bytes
-    (m, mb), (c, cb), (sp, _) = stats(mesh_s), stats(copy_s), stats(span_s)
-    (w, _), (fr, _) = stats(warm_s), stats(fresh_s)
-    return dict(devices=n, bytes_per_device=b, bytes=moved, copy_bytes=copy_bytes,
-                iterations=len(mesh_s), mesh_median_s=m, mesh_best_s=mb, span_median_s=sp,
-                mesh_gbs=moved / m * 1e-9, mesh_best_gbs=moved / mb * 1e-9,
-                copy_gbs=copy_moved / c * 1e-9, copy_best_gbs=copy_moved / cb * 1e-9,
-                c_warm_s=w, c_warm_gbs=moved / w * 1e-9, c_fresh_s=fr, c_fresh_gbs=moved / fr * 1e-9,
-                ratio=(moved / m) / (copy_moved / c), target=TARGETS["all_reduce"])
+    mesh, copy = figure(mesh_s, moved), figure(copy_s, copy_moved)
+    return dict(devices=n, bytes_per_device=b, bytes=moved, copy_bytes=copy_bytes, unit="GB/s",
+                mesh=mesh, reference=copy, ratio=mesh["rate"] / copy["rate"],
+                target=TARGETS["all_reduce"],
+                diagnostics=dict(first_in_last_out=figure(span_s, moved),
+                                 c_algorithm=figure(warm_s, moved),
+                                 c_algorithm_fresh_output=figure(fresh_s, moved)))
 
 
 # ---------------------------------------------------------------- report
 
 def report(name, r, smoke):
     verdict = "(smoke)" if smoke else ("met" if r["ratio"] >= r["target"] else "MISSED")
-    tail = f"ratio {r['ratio']:.3f}, target {r['target']}: {verdict}"
+    m, ref, d, u = r["mesh"], r["reference"], r["diagnostics"], r["unit"]
+
+    def fig(f):
+        return f"{f['rate']:.2f} {u} ({f['seconds'] * 1e3:.4g} ms; median of all iterations {f['all_median_rate']:.2f})"
+
     if name == "matmul":
-        print(f"matmul {r['n']}^3 f32, {r['threads']} OpenBLAS threads, {r['iterations']} calls: "
-              f"meshc {r['mesh_gflops']:.1f} GFLOP/s (best {r['mesh_best_gflops']:.1f}), "
-              f"cblas_sgemm {r['ref_gflops']:.1f} GFLOP/s (best {r['ref_best_gflops']:.1f}); {tail}")
-        print(f"    diagnostic: cblas_sgemm into a fresh output {r['ref_fresh_gflops']:.1f} GFLOP/s")
+        print(f"matmul {r['n']}^3 f32, {r['threads']} OpenBLAS threads, {m['iterations']} calls")
+        print(f"    meshc        {fig(m)}")
+        print(f"    cblas_sgemm  {fig(ref)}")
+        print(f"    ratio {r['ratio']:.3f}, target {r['target']}: {verdict}")
+        print(f"    diagnostic: cblas_sgemm into a fresh output {fig(d['sgemm_fresh_output'])}")
     elif name == "elementwise":
-        print(f"elementwise {r['ops']} ops over {r['elements']} f32 ({r['vector_loops']} vector loop, "
-              f"<{r['vector_width']} x float>), {r['iterations']} iterations: meshc "
-              f"{r['mesh_gbs']:.2f} GB/s (best {r['mesh_best_gbs']:.2f}; {r['mesh_median_s'] * 1e3:.2f} ms), "
-              f"memcpy {r['copy_gbs']:.2f} GB/s (best {r['copy_best_gbs']:.2f}); {tail}")
-        print(f"    diagnostics: memcpy into a fresh buffer {r['copy_fresh_gbs']:.2f} GB/s; the chain in C "
-              f"into a warm buffer {r['c_chain_gbs']:.2f} GB/s, into a fresh one {r['c_chain_fresh_gbs']:.2f} GB/s")
+        f = r["fusion"]
+        print(f"elementwise: {r['ops']} ops over {r['elements']} f32, {f['vector_loops']} vector loop "
+              f"(<{f['vector_width']} x float>), {m['iterations']} iterations; bytes = 3 x 4 x n")
+        print(f"    meshc        {fig(m)}")
+        print(f"    memcpy       {fig(ref)}  ({r['copy_bytes']} bytes, read + write)")
+        print(f"    ratio {r['ratio']:.3f}, target {r['target']}: {verdict}")
+        print(f"    diagnostics: meshc, whole iteration (loop + freeing the last z) {fig(d['iteration'])}")
+        print(f"                 memcpy into a fresh buffer {fig(d['copy_fresh_output'])}")
+        print(f"                 the chain in C, warm output {fig(d['c_chain'])}")
+        print(f"                 the chain in C, fresh output {fig(d['c_chain_fresh_output'])}")
     else:
         b = r["bytes_per_device"]
         size = f"{b // MIB} MiB" if b >= MIB else f"{b} bytes"
-        print(f"all_reduce {size} f32 per device over {r['devices']} devices, {r['iterations']} calls: "
-              f"{r['mesh_gbs']:.2f} GB/s as 2nb/t (best {r['mesh_best_gbs']:.2f}; {r['mesh_median_s'] * 1e3:.2f} ms "
-              f"max over devices, {r['span_median_s'] * 1e3:.2f} ms first in to last out), memcpy "
-              f"{r['copy_gbs']:.2f} GB/s (best {r['copy_best_gbs']:.2f}); {tail}")
-        print(f"    diagnostics: the same algorithm in C into warm outputs {r['c_warm_gbs']:.2f} GB/s "
-              f"({r['c_warm_s'] * 1e3:.2f} ms), into fresh outputs {r['c_fresh_gbs']:.2f} GB/s "
-              f"({r['c_fresh_s'] * 1e3:.2f} ms)")
+        print(f"all_reduce: {size} f32 per device over {r['devices']} devices, {m['iterations']} calls; "
+              f"bytes = 2 n b, time = max over devices")
+        print(f"    meshc        {fig(m)}")
+        print(f"    memcpy       {fig(ref)}  ({r['copy_bytes']} bytes, read + write)")
+        print(f"    ratio {r['ratio']:.3f}, target {r['target']}: {verdict}")
+        print(f"    diagnostics: meshc first device in to last out {fig(d['first_in_last_out'])}")
+        print(f"                 the same algorithm in C, warm outputs {fig(d['c_algorithm'])}")
+        print(f"                 the same algorithm in C, fresh outputs {fig(d['c_algorithm_fresh_output'])}")
 
 
 def machine():
     info = dict(platform=platform.platform(), python=platform.python_version(), cpus=os.cpu_count())
     try:
         with open("/proc/cpuinfo") as f:
-            models = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+            cpuinfo = f.read()
+        models = re.findall(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
         info["cpu"] = models[0] if models else platform.processor()
+        flags = re.search(r"^flags\s*:\s*(.*)$", cpuinfo, re.M)
+        info["simd"] = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl")
+                        if flags and f in flags.group(1).split()]
+        info["hypervisor"] = bool(flags and "hypervisor" in flags.group(1).split())
         with open("/proc/meminfo") as f:
             kb = int(re.search(r"MemTotal:\s*(\d+)", f.read()).group(1))
         info["memory_gib"] = round(kb / (1 << 20), 1)
@@ -356,7 +395,7 @@ def check_baseline(path, results, tolerance):
     with open(path) as f:
         base = json.load(f)["results"]
     failed = []
-    print(f"against {path} (tolerance {tolerance:.0%}):")
+    print(f"against {path} (a ratio may fall {tolerance:.0%} below the baseline's):")
     for name, r in results.items():
         if name not in base:
             print(f"  {name}: not in the baseline")
@@ -390,6 +429,7 @@ def main():
     repeat = 1 if args.smoke else args.repeat
     threads = 1 if args.smoke else args.threads
     results = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="meshc-backend-bench-") as tmp:
         ref = compile_reference(tmp)
         openblas = reference(ref, "info")["openblas"]
@@ -408,7 +448,8 @@ def main():
     record = dict(date=datetime.date.today().isoformat(),
                   command="python3 " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                   meshc=run([meshc, "--version"]).strip(), source=git_revision(), openblas=openblas,
-                  repeat=repeat,
+                  repeat=repeat, load_average_before=[round(x, 2) for x in load_before],
+                  load_average_after=[round(x, 2) for x in os.getloadavg()],
                   machine=machine(), results=results)
     for path in (args.json, args.write_baseline):
         if path:
