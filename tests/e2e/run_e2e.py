@@ -23,10 +23,10 @@ printed bytes and bitwise the same .npy files (the MPI handler reduces floating 
 in the same rank order; only a NaN's sign and payload may differ). Its bad-input cases must fail with the message naming the
 device and leave no file; a run with the wrong -np must fail (status 2) with a message.
 
-grad / value_and_grad programs are listed in AUTODIFF_TESTS. They run by default
-(--include-autodiff); a build that fails with an E07xx diagnostic saying autodiff is
-not supported by the back end is reported as SKIP, loudly. --require-autodiff turns
-that into a failure, --no-autodiff leaves them out.
+grad / value_and_grad programs are listed in AUTODIFF_TESTS. They run by default and
+must pass; --allow-unsupported-autodiff reports a build that says autodiff is not
+supported as a loud SKIP instead (for a back end without it), --no-autodiff leaves them
+out.
 
 Usage:
   run_e2e.py [--meshc build/meshc] [--only NAME[,NAME]] [--keep] [--work DIR] [-j N]
@@ -65,9 +65,9 @@ sys.path.insert(0, HERE)
 import e2e_lib  # noqa: E402
 from e2e_lib import Expect  # noqa: E402
 
-# Programs that use grad / value_and_grad: run, but an "autodiff is not supported by
-# the back end" build failure is a SKIP unless --require-autodiff.
-AUTODIFF_TESTS = ["autodiff_grad", "autodiff_value_and_grad", "autodiff_collectives", "autodiff_loops"]
+# Programs that use grad / value_and_grad (an "autodiff is not supported by the back
+# end" build failure is a SKIP only with --allow-unsupported-autodiff).
+AUTODIFF_TESTS = ["autodiff_grad", "autodiff_value_and_grad", "autodiff_collectives", "autodiff_loops", "autodiff_tp_loop"]
 
 DEFAULT_TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2)}
 PRINT_FORMAT_RTOL = {"f32": 6e-6, "f64": 6e-10}   # %.6g / %.10g rounding of printed floats
@@ -832,12 +832,15 @@ def main(argv=None):
     ap.add_argument("--check-only", action="store_true",
                     help="only the static checks (meshc check, explain); no build")
     ap.add_argument("--include-autodiff", dest="autodiff", action="store_true", default=True,
-                    help="run the grad/value_and_grad programs too (default); a back end "
-                         "without autodiff makes them SKIP")
+                    help="run the grad/value_and_grad programs too (default)")
     ap.add_argument("--no-autodiff", dest="autodiff", action="store_false",
                     help="leave the grad/value_and_grad programs out")
-    ap.add_argument("--require-autodiff", action="store_true",
-                    help="an unsupported-autodiff build failure is a FAIL, not a SKIP")
+    # The back end differentiates every autodiff program here, so a build that says
+    # autodiff is unsupported is a failure by default.
+    ap.add_argument("--require-autodiff", dest="require_autodiff", action="store_true", default=True,
+                    help="an unsupported-autodiff build failure is a FAIL (default)")
+    ap.add_argument("--allow-unsupported-autodiff", dest="require_autodiff", action="store_false",
+                    help="report an unsupported-autodiff build failure as a SKIP (for a back end without it)")
     ap.add_argument("--build-timeout", type=float, default=120, help="seconds per build")
     ap.add_argument("--run-timeout", type=float, default=30, help="seconds per run (a hang is a failure)")
     ap.add_argument("--comm", choices=["sim", "mpi"], default="sim",
@@ -938,7 +941,7 @@ def main(argv=None):
         print("*" * 72)
         for r in skips:
             print("*** SKIPPED %s (unsupported: %s)" % (r.name, r.skip_reason))
-        print("*** (autodiff programs; --require-autodiff makes this a failure)")
+        print("*** (autodiff programs; without --allow-unsupported-autodiff this is a failure)")
         print("*" * 72)
     if not have_build and not args.check_only:
         print("*** NOT RUN: meshc has no `build` sub-command yet; only `check`/`explain` ran ***")
