@@ -21,6 +21,21 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 if [ "$quick" = 1 ]; then exit 0; fi
 
+# The CUDA runtime and the NCCL handler compile and link here (no GPU needed); they
+# run on a GPU machine with tests/gpu/run.sh.
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$nvcc" ]; then
+  echo "== build with CUDA and NCCL (-DMESHC_CUDA=ON: compiles and links; no GPU needed)"
+  cmake -S . -B build-cuda -G Ninja -DMESHC_WERROR=ON -DMESHC_CUDA=ON \
+        -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
+  cmake --build build-cuda -j"$jobs" --target meshrt meshc meshrt-tests meshrt-cuda-check
+  build-cuda/runtime/meshrt-tests "[startup]"     # the CUDA runtime's option handling
+  build-cuda/meshc build examples/mlp.msh -o build-cuda/mlp-cuda
+  (cd build-cuda && ./mlp-cuda >/dev/null)        # a CUDA-linked program still runs on the CPU
+else
+  echo "== no nvcc: CUDA build skipped"
+fi
+
 echo "== build (clang-19, ASan+UBSan, fuzzers)"
 CC=clang-19 CXX=clang++-19 cmake -S . -B build-asan -G Ninja -DMESHC_WERROR=ON \
   -DMESHC_SANITIZE=address,undefined -DMESHC_FUZZ=ON >/dev/null

@@ -79,7 +79,11 @@ typedef struct meshrt_layout {
  * and returns the exit status (0 when every device finished). Options:
  *   --comm=sim|mpi|nccl     communication handler (default sim; the others exist only
  *                           when the runtime was built with them, else a clear error;
- *                           MPI is initialised only for mpi)
+ *                           MPI is initialised only for mpi; nccl needs --device=cuda)
+ *   --device=cpu|cuda       where contractions, random numbers and (nccl) collectives
+ *                           run (default cpu; cuda only in a runtime built with CUDA,
+ *                           else status 2): with cuda, meshrt_alloc returns CUDA managed
+ *                           memory, which the generated host loops and the GPU share
  *   --mesh-threads=N        threads each device's kernels may use (default: the
  *                           machine's cores divided by the devices, at least 1)
  *   --trace=FILE.json       write a Chrome/Perfetto trace, one track per device
@@ -93,7 +97,8 @@ int64_t meshrt_device_index(meshrt_device* dev);                   /* 0 .. ndevi
 /* The device's coordinate along `axis` of mesh `mesh`; -1 when the device is not part of
  * that mesh (a smaller mesh uses the first devices, row-major). */
 int64_t meshrt_coord(meshrt_device* dev, int32_t mesh, int32_t axis);
-/* Never returns NULL (fails the run instead). bytes may be 0. */
+/* Never returns NULL (fails the run instead). bytes may be 0. Under --device=cuda the
+ * buffer is CUDA managed memory (addressable by the host and the GPUs). */
 void* meshrt_alloc(meshrt_device* dev, int64_t bytes);
 void meshrt_free(meshrt_device* dev, void* ptr);                   /* ptr may be NULL */
 /* Ends the run: prints "error: device D: MESSAGE" once, removes temporary files, exits 1.
@@ -140,7 +145,9 @@ void meshrt_broadcast_all(meshrt_device* dev, void* buf, int64_t bytes);
  * cblas_sgemm/dgemm calls (batched by loops) with transposes folded into the BLAS call
  * when the operands' letter order allows it, else the operands are permuted first.
  * dtypes: f32, f64 (BLAS), f16/bf16 (through f32, rounded once), i32/i64 (plain loops,
- * wrapping); bool fails the run. */
+ * wrapping); bool fails the run. Under --device=cuda the same plan runs with cuBLAS
+ * (strided-batched GEMMs; f16/bf16 accumulated in f32, rounded once) for the float
+ * dtypes; integer contractions stay on the host. */
 void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* spec,
                      const void* a, int32_t rank_a, const int64_t* shape_a,
                      const void* b, int32_t rank_b, const int64_t* shape_b,
@@ -154,7 +161,9 @@ void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* spec,
  *            u2 = (x1 >> 8) * 2^-24                             (computed in double)
  * converted to dtype (f16/bf16 through f32; i32/i64 truncate toward zero and bool is
  * value != 0, so integer dtypes are of little use). Writes this device's piece (see
- * meshrt_layout). */
+ * meshrt_layout). Under --device=cuda the GPU computes the same values (the double
+ * formula through CUDA's log and cos, which may differ from the host's in the last bit:
+ * f64 normals within an ulp or two, the narrower dtypes practically always bitwise). */
 void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype,
                    const meshrt_layout* layout, void* out);
 

@@ -39,8 +39,8 @@ struct Spec {
 
 /// Parses and checks `spec` against the operands' ranks and shapes (ranks[noperands] and
 /// shapes[noperands] are the output's); a mismatch fails the run.
-inline Spec parse_spec(meshrt_device* dev, const char* spec, int32_t noperands, const int32_t* ranks,
-                       const int64_t* const* shapes) {
+inline Spec parse_spec(meshrt_device* dev, const char* spec, int32_t noperands,
+                       const int32_t* ranks, const int64_t* const* shapes) {
     if (!spec)
         fail(dev, "contract: no spec");
     std::string s = spec;

@@ -16,6 +16,10 @@
 #include "comm/comm.h"
 #include "src/errors.h"
 #include "src/runtime.h"
+#ifdef MESHRT_HAVE_CUDA
+#include "comm/nccl/nccl_handler.h"
+#include "kernels/cuda/cuda.h"
+#endif
 
 namespace meshrt {
 
@@ -32,10 +36,19 @@ namespace {
 
 constexpr int kUsageError = 2;
 
-#ifdef MESHRT_HAVE_MPI
+#if defined(MESHRT_HAVE_MPI) && defined(MESHRT_HAVE_CUDA)
+constexpr const char* kHandlers = "sim, mpi, nccl";
+#elif defined(MESHRT_HAVE_MPI)
 constexpr const char* kHandlers = "sim, mpi";
+#elif defined(MESHRT_HAVE_CUDA)
+constexpr const char* kHandlers = "sim, nccl";
 #else
 constexpr const char* kHandlers = "sim";
+#endif
+#ifdef MESHRT_HAVE_CUDA
+constexpr const char* kDevices = "cpu, cuda";
+#else
+constexpr const char* kDevices = "cpu";
 #endif
 
 void print_usage(const Runtime& rt, int64_t default_threads) {
@@ -52,6 +65,12 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
                 "mpirun -np %lld %s --comm=mpi)\n",
                 static_cast<long long>(rt.topology.ndevices()), rt.program_name.c_str());
 #endif
+#ifdef MESHRT_HAVE_CUDA
+    std::printf("                       (nccl: with --device=cuda, one GPU per device)\n");
+#endif
+    std::printf("  --device=cpu|cuda    cuda: contractions, random numbers on GPUs (default cpu; "
+                "here: %s)\n",
+                kDevices);
     std::printf("  --mesh-threads=N     threads each device's kernels may use (default %lld)\n",
                 static_cast<long long>(default_threads));
     std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
@@ -96,6 +115,12 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
                 return usage_error("unknown communication handler '" + std::string(v) +
                                    "' in --comm (sim, mpi or nccl)");
             rt.options.comm = v;
+        } else if (arg.starts_with("--device=")) {
+            std::string_view v = arg.substr(9);
+            if (v != "cpu" && v != "cuda")
+                return usage_error("unknown device '" + std::string(v) +
+                                   "' in --device (cpu or cuda)");
+            rt.options.device = v;
         } else if (arg.starts_with("--mesh-threads=")) {
             std::string v(arg.substr(15));
             char* end = nullptr;
@@ -153,8 +178,32 @@ extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program)
     if (int status = parse_options(argc, argv, rt, default_threads); status >= 0)
         return status;
 
+    if (rt.options.device == "cuda") {
+#ifdef MESHRT_HAVE_CUDA
+        std::string why;
+        if (!cuda::init_process(&why)) {
+            std::fprintf(stderr, "error: --device=cuda: %s\n", why.c_str());
+            return 1;
+        }
+#else
+        std::fprintf(stderr, "error: this program's runtime was built without CUDA\n");
+        return 2;
+#endif
+    }
+
     if (rt.options.comm == "sim") {
         rt.comm = comm::make_sim_handler(rt.topology);
+#ifdef MESHRT_HAVE_CUDA
+    } else if (rt.options.comm == "nccl") {
+        if (rt.options.device != "cuda") {
+            std::fprintf(stderr, "error: --comm=nccl runs on GPUs: add --device=cuda\n");
+            return 2;
+        }
+        int status = 0;
+        rt.comm = comm::make_nccl_handler(rt.topology, rt.program_name, &argc, &argv, &status);
+        if (!rt.comm)
+            return status;
+#endif
 #ifdef MESHRT_HAVE_MPI
     } else if (rt.options.comm == "mpi") {
         int status = 0;

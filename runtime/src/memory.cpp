@@ -10,6 +10,9 @@
 
 #include "src/errors.h"
 #include "src/runtime.h"
+#ifdef MESHRT_HAVE_CUDA
+#include "kernels/cuda/cuda.h" // --device=cuda: managed memory instead
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MESHRT_NO_CACHE 1
@@ -65,6 +68,10 @@ uint64_t BufferCache::capacity() {
 } // namespace meshrt
 
 extern "C" void* meshrt_alloc(meshrt_device* dev, int64_t bytes) {
+#ifdef MESHRT_HAVE_CUDA
+    if (meshrt::cuda::enabled(dev))
+        return meshrt::cuda::alloc(dev, bytes);
+#endif
     if (bytes < 0)
         meshrt::fail(dev, "alloc: negative size " + std::to_string(bytes));
     // A multiple of the alignment; 0 bytes still gets a unique pointer.
@@ -80,6 +87,12 @@ extern "C" void* meshrt_alloc(meshrt_device* dev, int64_t bytes) {
 
 extern "C" void meshrt_free(meshrt_device* dev, void* ptr) {
     if (!ptr) return;
+#ifdef MESHRT_HAVE_CUDA
+    if (meshrt::cuda::enabled(dev)) {
+        meshrt::cuda::free(dev, ptr);
+        return;
+    }
+#endif
     void* block = static_cast<char*>(ptr) - meshrt::kHeader;
     uint64_t rounded = *static_cast<uint64_t*>(block);
     if (dev && dev->cache.keep(block, rounded)) return;

@@ -12,6 +12,9 @@
 #include "src/layout.h"
 #include "src/philox.h"
 #include "src/runtime.h"
+#ifdef MESHRT_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
 
 namespace meshrt {
 
@@ -67,6 +70,10 @@ extern "C" void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, in
     scope.arg("bytes", n * int64_t(dtype_size(dtype)));
     if (n == 0)
         return;
+#ifdef MESHRT_HAVE_CUDA
+    if (cuda::enabled(dev) && cuda::random(dev, kind, seed, dtype, p, out))
+        return; // computed on the GPU
+#endif
     const size_t rank = p.local_shape.size();
     const std::vector<int64_t> gstride = row_major_strides(p.global_shape);
     // Walk the piece row-major; `g` is the global linear index of the current row start.

@@ -19,9 +19,15 @@ namespace meshrt {
 namespace comm {
 class CommHandler;
 }
+namespace cuda {
+struct DeviceContext;
+}
+/// A device's GPU state under --device=cuda (kernels/cuda/device.h) and its deleter.
+using CudaContextPtr = std::unique_ptr<cuda::DeviceContext, void (*)(cuda::DeviceContext*)>;
 
 struct Options {
     std::string comm = "sim";
+    std::string device = "cpu"; // cpu or cuda (--device; cuda only when built with CUDA)
     int64_t mesh_threads = 0; // 0: the default (cores / devices, at least 1)
     std::string trace_path;   // empty: no trace
 };
@@ -56,4 +62,6 @@ struct meshrt_device {
     std::unordered_map<std::string, meshrt::comm::GroupMember> group_cache;
     /// Freed buffers kept for reuse by this device (meshrt_alloc / meshrt_free).
     meshrt::BufferCache cache;
+    /// The device's GPU state under --device=cuda, made by its first GPU call.
+    meshrt::CudaContextPtr cuda{nullptr, nullptr};
 };

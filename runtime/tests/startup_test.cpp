@@ -30,6 +30,7 @@ TEST_CASE("help lists the options and meshes", "[startup]") {
     CHECK(r.exit_status == 0);
     CHECK_THAT(r.out, Catch::StartsWith("usage: mlp [options]"));
     CHECK_THAT(r.out, Catch::Contains("--comm=sim|mpi|nccl"));
+    CHECK_THAT(r.out, Catch::Contains("--device=cpu|cuda"));
     CHECK_THAT(r.out, Catch::Contains("--mesh-threads=N"));
     CHECK_THAT(r.out, Catch::Contains("--trace=FILE.json"));
     CHECK_THAT(r.out, Catch::Contains("  Pod: 8 devices (data=2, model=4)\n"));
@@ -61,8 +62,17 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(err ==
           "error: this program's runtime was built without the mpi handler (available: sim)\n");
 #endif
+#ifdef MESHRT_HAVE_CUDA
+    CHECK(status_of({"--comm=nccl"}, &err) == 2);
+    CHECK(err == "error: --comm=nccl runs on GPUs: add --device=cuda\n");
+#else
     CHECK(status_of({"--comm=nccl"}, &err) == 2);
     CHECK_THAT(err, Catch::Contains("without the nccl handler"));
+    CHECK(status_of({"--device=cuda"}, &err) == 2);
+    CHECK(err == "error: this program's runtime was built without CUDA\n");
+#endif
+    CHECK(status_of({"--device=tpu"}, &err) == 2);
+    CHECK(err == "error: unknown device 'tpu' in --device (cpu or cuda) (see prog --help)\n");
     CHECK(status_of({"--comm=tcp"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=0"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=two"}, &err) == 2);

@@ -733,7 +733,7 @@ def run_test(name, args, work_root, have_build):
         rdir = os.path.join(vdir, "run")
         os.makedirs(rdir)
         write_inputs(rdir, inputs)
-        rc, out, err, secs = run_cmd([exe], cwd=rdir, timeout=args.run_timeout)
+        rc, out, err, secs = run_cmd([exe] + args.run_flags, cwd=rdir, timeout=args.run_timeout)
         if args.verbose:
             res.notes.append("[%s] ran in %.2f s, rc %s" % (vname, secs, rc))
         if rc != 0:
@@ -770,7 +770,7 @@ def run_test(name, args, work_root, have_build):
             os.makedirs(cdir)
             write_inputs(cdir, case.files)
             before = list_files(cdir)
-            rc, bout, berr, _ = run_cmd([exe], cwd=cdir, timeout=args.run_timeout)
+            rc, bout, berr, _ = run_cmd([exe] + args.run_flags, cwd=cdir, timeout=args.run_timeout)
             after = list_files(cdir)
             tag = "[%s] bad input '%s'" % (vname, case.name)
             if rc is None:
@@ -847,12 +847,16 @@ def main(argv=None):
                     help="mpi: also run every program's declared build under mpirun and "
                          "require the results of the simulated run, bitwise")
     ap.add_argument("--mpirun", default=None, help="OpenMPI's mpirun (default: from PATH)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: run every program as `prog --device=cuda` (a runtime built "
+                         "with -DMESHC_CUDA=ON, on a machine with a GPU; tests/gpu/run.sh)")
     ap.add_argument("--mpi-timeout", type=float, default=180,
                     help="seconds per mpirun run (a hang is a failure)")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     args.meshc = os.path.abspath(args.meshc)
+    args.run_flags = ["--device=cuda"] if args.device == "cuda" else []
 
     names = discover()
     if args.list:
