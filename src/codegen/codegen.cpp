@@ -179,6 +179,8 @@ private:
         decl("meshrt_main", i32_, {i32_, ptr_, ptr_});
         decl("meshrt_coord", i64_, {ptr_, i32_, i32_});
         decl("meshrt_alloc", ptr_, {ptr_, i64_});
+        // A fresh buffer aliases nothing: loops writing it need no runtime alias checks.
+        llvm::cast<llvm::Function>(rt_["meshrt_alloc"].getCallee())->addRetAttr(llvm::Attribute::NoAlias);
         decl("meshrt_free", void_, {ptr_, ptr_});
         decl("meshrt_all_reduce", void_, {ptr_, i32_, i32_, ptr_, i32_, i32_, ptr_, ptr_, i64_});
         decl("meshrt_all_gather", void_, {ptr_, i32_, i32_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, i32_});
