@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the Debian packages, builds, runs
-# every test (unit, lit, grammar conformance, diagnostic coverage), then an ASan+UBSan
-# build with clang-19 that runs the same tests and the parser fuzzer for a bounded time.
+# every test (unit, runtime, lit, grammar conformance, diagnostic coverage, e2e on the
+# simulated mesh and under mpirun, the benchmark driver's smoke run), then a CUDA + NCCL
+# build that must compile and link (no GPU needed), then an ASan+UBSan build with
+# clang-19 that runs the same tests and the checker fuzzer for a bounded time.
 #   tools/test.sh            everything (what CI runs)
 #   tools/test.sh --quick    the normal build and its tests only
 set -euo pipefail
