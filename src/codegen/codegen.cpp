@@ -675,13 +675,14 @@ private:
     /// For an axis that splits a dim of the operand (and not of the result), each device
     /// puts its piece at its offset in zeros; for an axis the operand is replicated over,
     /// only the devices at coordinate 0 keep the value.
-    void make_partial(const Op& op) {
+    /// Where make_partial puts a device's piece: per dim, the offset of the piece in the
+    /// result (for the split axes the op removes), and whether this device keeps its
+    /// value at all (coordinate 0 on the axes the operand is replicated over).
+    llvm::Value* partial_placement(const Op& op, std::vector<llvm::Value*>& offset) {
         ValueId x = op.operands[0], r = op.results[0];
         int32_t mesh = gtype(x).mesh;
-        val_[r] = alloc(r);
-        zero(r, val_[r]);
         sema::AxisSet split_removed = 0;
-        std::vector<llvm::Value*> offset(lshape(x).size(), nullptr);
+        offset.assign(lshape(x).size(), nullptr);
         for (size_t d = 0; d < lshape(x).size(); ++d) {
             const sema::AxisList& in = gtype(x).layout.dims[d];
             const sema::AxisList& out = gtype(r).layout.dims[d];
@@ -697,6 +698,15 @@ private:
             if (split_removed & sema::axis_bit(static_cast<size_t>(a))) continue;
             keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(mesh, a), i64c(0)));
         }
+        return keep;
+    }
+
+    void make_partial(const Op& op) {
+        ValueId x = op.operands[0], r = op.results[0];
+        val_[r] = alloc(r);
+        zero(r, val_[r]);
+        std::vector<llvm::Value*> offset;
+        llvm::Value* keep = partial_placement(op, offset);
         auto* copy = llvm::BasicBlock::Create(ctx_, "keep", llfn_);
         auto* join = llvm::BasicBlock::Create(ctx_, "partial", llfn_);
         b_.CreateCondBr(keep, copy, join);
@@ -1674,23 +1684,8 @@ private:
         }
         case OpKind::MakePartial: {
             ValueId x = op.operands[0];
-            int32_t mesh = gtype(x).mesh;
-            sema::AxisSet split_removed = 0;
-            std::vector<llvm::Value*> offset(lshape(x).size());
-            for (size_t d = 0; d < lshape(x).size(); ++d) {
-                const sema::AxisList& in = gtype(x).layout.dims[d];
-                const sema::AxisList& out = gtype(y).layout.dims[d];
-                std::vector<int32_t> removed;
-                for (size_t k = out.size(); k < in.size(); ++k) {
-                    removed.push_back(in[k]);
-                    split_removed |= sema::axis_bit(in[k]);
-                }
-                offset[d] = removed.empty() ? i64c(0) : b_.CreateMul(piece(mesh, removed), i64c(lshape(x)[d]));
-            }
-            llvm::Value* keep = b_.getTrue();
-            for (int32_t a : spmd::group_axes(*fn_, op)) {
-                if (!(split_removed & sema::axis_bit(static_cast<size_t>(a)))) keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(mesh, a), i64c(0)));
-            }
+            std::vector<llvm::Value*> offset;
+            llvm::Value* keep = partial_placement(op, offset);
             ct(x);
             auto* yes = llvm::BasicBlock::Create(ctx_, "keep", llfn_);
             auto* join = llvm::BasicBlock::Create(ctx_, "kept", llfn_);
