@@ -99,6 +99,23 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& s) {
     return st;
 }
 
+/// A reduction's output strides over its input's dims (0 for the reduced dims), so that
+/// the output element of input index i is sum(i[d] * stride[d]).
+std::vector<int64_t> reduced_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& dims) {
+    std::vector<bool> reduced(in.size(), false);
+    for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < in.size(); ++d) {
+        if (!reduced[d]) kept.push_back(in[d]);
+    }
+    auto kst = strides_of(kept);
+    std::vector<int64_t> out(in.size(), 0);
+    for (size_t d = 0, k = 0; d < in.size(); ++d) {
+        if (!reduced[d]) out[d] = kst[k++];
+    }
+    return out;
+}
+
 class Generator {
 public:
     Generator(llvm::LLVMContext& ctx, llvm::Module& mod, const spmd::LocalModule& lm)
@@ -991,23 +1008,12 @@ private:
         llvm::Value* acc = call("meshrt_alloc", {dev_, i64c(n_out * 8)});
         llvm::Type* acc_ty = acc_t == DType::F64 ? f64_ : i64_;
         bool is_max = op.reduce == ir::ReduceKind::Max;
-        llvm::Value* init = acc_t == DType::F64 ? static_cast<llvm::Value*>(llvm::ConstantFP::getInfinity(f64_, is_max))
-                                                : static_cast<llvm::Value*>(i64c(is_max ? INT64_MIN : 0));
-        if (!is_max) init = acc_t == DType::F64 ? static_cast<llvm::Value*>(llvm::ConstantFP::get(f64_, 0.0)) : i64c(0);
+        llvm::Value* init = acc_t == DType::F64
+                                ? static_cast<llvm::Value*>(is_max ? llvm::ConstantFP::getInfinity(f64_, true) : llvm::ConstantFP::get(f64_, 0.0))
+                                : static_cast<llvm::Value*>(i64c(is_max ? INT64_MIN : 0));
         loop(i64c(n_out), [&](llvm::Value* i) { b_.CreateStore(init, b_.CreateGEP(acc_ty, acc, i)); });
         const auto& in = lshape(x);
-        std::vector<bool> reduced(in.size(), false);
-        for (int64_t d : op.ints) reduced[static_cast<size_t>(d)] = true;
-        // Output strides over the input's dims (0 for reduced dims).
-        std::vector<int64_t> kept;
-        for (size_t d = 0; d < in.size(); ++d) {
-            if (!reduced[d]) kept.push_back(in[d]);
-        }
-        auto kst = strides_of(kept);
-        std::vector<int64_t> ostride(in.size(), 0);
-        for (size_t d = 0, k = 0; d < in.size(); ++d) {
-            if (!reduced[d]) ostride[d] = kst[k++];
-        }
+        auto ostride = reduced_strides(in, op.ints);
         auto istride = strides_of(in);
         DType xt = dt(x);
         DType xacc = acc_t == DType::Bool ? DType::I64 : acc_t;
@@ -1543,17 +1549,7 @@ private:
         case OpKind::Reduce: {
             ValueId x = op.operands[0];
             const auto& in = lshape(x);
-            std::vector<bool> reduced(in.size(), false);
-            for (int64_t d : op.ints) reduced[static_cast<size_t>(d)] = true;
-            std::vector<int64_t> kept;
-            for (size_t d = 0; d < in.size(); ++d) {
-                if (!reduced[d]) kept.push_back(in[d]);
-            }
-            auto kst = strides_of(kept);
-            std::vector<int64_t> ost(in.size(), 0);
-            for (size_t d = 0, k = 0; d < in.size(); ++d) {
-                if (!reduced[d]) ost[d] = kst[k++];
-            }
+            auto ost = reduced_strides(in, op.ints);
             double scale = 1;
             if (op.reduce == ir::ReduceKind::Mean) {
                 for (int64_t d : op.ints) scale /= static_cast<double>(gtype(x).shape[static_cast<size_t>(d)]);
