@@ -43,6 +43,7 @@ target_sources(meshrt PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/kernels/cuda/device.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels/cuda/contract.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels/cuda/random.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels/cuda/launch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/comm/nccl/nccl_handler.cpp
   $<TARGET_OBJECTS:meshrt_cuda_kernels>)
 target_compile_definitions(meshrt PUBLIC MESHRT_HAVE_CUDA)

@@ -80,10 +80,14 @@ typedef struct meshrt_layout {
  *   --comm=sim|mpi|nccl     communication handler (default sim; the others exist only
  *                           when the runtime was built with them, else a clear error;
  *                           MPI is initialised only for mpi; nccl needs --device=cuda)
- *   --device=cpu|cuda       where contractions, random numbers and (nccl) collectives
- *                           run (default cpu; cuda only in a runtime built with CUDA,
- *                           else status 2): with cuda, meshrt_alloc returns CUDA managed
- *                           memory, which the generated host loops and the GPU share
+ *   --device=cpu|cuda|gpu-emulator
+ *                           where contractions, random numbers, (nccl) collectives and
+ *                           the program's GPU kernels (meshc build --gpu) run (default
+ *                           cpu; cuda only in a runtime built with CUDA, else status 2):
+ *                           with cuda, meshrt_alloc returns CUDA managed memory, which
+ *                           the host code and the GPU share; gpu-emulator runs the GPU
+ *                           kernels on the host, one GPU thread after another (the GPU
+ *                           code path, tested without a GPU)
  *   --mesh-threads=N        threads each device's kernels may use (default: the
  *                           machine's cores divided by the devices, at least 1)
  *   --trace=FILE.json       write a Chrome/Perfetto trace, one track per device
@@ -225,6 +229,28 @@ void meshrt_print(meshrt_device* dev, const char* format, int32_t nargs, const m
  * traces its own kernels, collectives (with bytes) and I/O. No-ops without --trace. */
 void meshrt_trace_begin(meshrt_device* dev, const char* name);
 void meshrt_trace_end(meshrt_device* dev);
+
+/* ------------------------------------------------------------------ GPU kernels
+ * A program built with `meshc build --gpu` carries its data-parallel loops twice: as
+ * host loops, and as kernels in a PTX image (compiled by LLVM's NVPTX back end from the
+ * same IR). Before each such loop the generated code asks meshrt_offload; when it says
+ * 1 the loop runs as a kernel through meshrt_launch.
+ *
+ * meshrt_offload: 1 under --device=cuda and --device=gpu-emulator, else 0.
+ * meshrt_launch: runs kernel `kernel` of the NUL-terminated PTX `image` over `n` GPU
+ * threads' worth of work (a grid-stride loop: any thread count covers it) with the
+ * kernel's arguments `args` (args[i] points to argument i, as cudaLaunchKernel takes
+ * them), on the device's stream, and waits for it (every GPU runtime call does, so the
+ * host may read the results at once). Under --device=gpu-emulator, `host(args)` runs the
+ * same kernel compiled for the host, once per emulated GPU thread, one after another;
+ * meshrt_kernel_thread / meshrt_kernel_threads give that host code its thread index and
+ * the thread count (0 and 1 outside meshrt_launch). A failure (the PTX does not load, the
+ * launch fails) ends the run naming the device and the kernel. */
+int32_t meshrt_offload(meshrt_device* dev);
+void meshrt_launch(meshrt_device* dev, const char* image, const char* kernel,
+                   void (*host)(void**), void** args, int64_t n);
+int64_t meshrt_kernel_thread(void);
+int64_t meshrt_kernel_threads(void);
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,9 @@ constexpr const char* kHandlers = "sim, nccl";
 constexpr const char* kHandlers = "sim";
 #endif
 #ifdef MESHRT_HAVE_CUDA
-constexpr const char* kDevices = "cpu, cuda";
+constexpr const char* kDevices = "cpu, gpu-emulator, cuda";
 #else
-constexpr const char* kDevices = "cpu";
+constexpr const char* kDevices = "cpu, gpu-emulator";
 #endif
 
 void print_usage(const Runtime& rt, int64_t default_threads) {
@@ -68,9 +68,12 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
 #ifdef MESHRT_HAVE_CUDA
     std::printf("                       (nccl: with --device=cuda, one GPU per device)\n");
 #endif
-    std::printf("  --device=cpu|cuda    cuda: contractions, random numbers on GPUs (default cpu; "
-                "here: %s)\n",
-                kDevices);
+    std::printf("  --device=cpu|cuda|gpu-emulator\n");
+    std::printf("                       cuda: contractions, random numbers and the kernels of "
+                "`meshc build --gpu` on GPUs\n");
+    std::printf("                       gpu-emulator: those kernels on the host, one GPU thread "
+                "after another\n");
+    std::printf("                       (default cpu; here: %s)\n", kDevices);
     std::printf("  --mesh-threads=N     threads each device's kernels may use (default %lld)\n",
                 static_cast<long long>(default_threads));
     std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
@@ -117,9 +120,9 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
             rt.options.comm = v;
         } else if (arg.starts_with("--device=")) {
             std::string_view v = arg.substr(9);
-            if (v != "cpu" && v != "cuda")
+            if (v != "cpu" && v != "cuda" && v != "gpu-emulator")
                 return usage_error("unknown device '" + std::string(v) +
-                                   "' in --device (cpu or cuda)");
+                                   "' in --device (cpu, cuda or gpu-emulator)");
             rt.options.device = v;
         } else if (arg.starts_with("--mesh-threads=")) {
             std::string v(arg.substr(15));
@@ -235,6 +238,7 @@ extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program)
         dev->index = d;
         dev->runtime = &rt;
         dev->tracing = !rt.options.trace_path.empty();
+        dev->offload = rt.options.device == "cuda" || rt.options.device == "gpu-emulator";
         devices.push_back(std::move(dev));
     }
     if (!rt.options.trace_path.empty()) {

@@ -27,7 +27,7 @@ using CudaContextPtr = std::unique_ptr<cuda::DeviceContext, void (*)(cuda::Devic
 
 struct Options {
     std::string comm = "sim";
-    std::string device = "cpu"; // cpu or cuda (--device; cuda only when built with CUDA)
+    std::string device = "cpu"; // cpu, cuda (only when built with CUDA) or gpu-emulator
     int64_t mesh_threads = 0; // 0: the default (cores / devices, at least 1)
     std::string trace_path;   // empty: no trace
 };
@@ -57,6 +57,8 @@ struct meshrt_device {
     int64_t index = 0;
     meshrt::Runtime* runtime = nullptr;
     bool tracing = false;
+    /// The program's GPU kernels run (--device=cuda or gpu-emulator): meshrt_offload.
+    bool offload = false;
     meshrt::TraceBuffer trace;
     /// Groups this device has used, by (mesh, axes): found without the registry's lock.
     std::unordered_map<std::string, meshrt::comm::GroupMember> group_cache;

@@ -17,7 +17,9 @@
 // owner instead. A function returns buffers its caller owns (a parameter returned as is
 // is copied); loop-carried values are owned by the loop.
 #include "codegen/codegen.h"
+#include "codegen/gpu.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -118,8 +120,8 @@ std::vector<int64_t> reduced_strides(const std::vector<int64_t>& in, const std::
 
 class Generator {
 public:
-    Generator(llvm::LLVMContext& ctx, llvm::Module& mod, const spmd::LocalModule& lm)
-        : ctx_(ctx), mod_(mod), b_(ctx), lm_(lm), gm_(*lm.global) {
+    Generator(llvm::LLVMContext& ctx, llvm::Module& mod, const spmd::LocalModule& lm, bool gpu)
+        : ctx_(ctx), mod_(mod), b_(ctx), lm_(lm), gm_(*lm.global), gpu_(gpu) {
         ptr_ = llvm::PointerType::get(ctx_, 0);
         i1_ = b_.getInt1Ty();
         i8_ = b_.getInt8Ty();
@@ -150,6 +152,11 @@ public:
         entry_and_main(program_name);
     }
 
+    /// The data-parallel loops generated as GPU regions (with --gpu), and the PTX image's
+    /// placeholder their launches pass (null when there is none).
+    const std::vector<gpu::Region>& regions() const { return regions_; }
+    llvm::GlobalVariable* image() const { return image_; }
+
 private:
     llvm::LLVMContext& ctx_;
     llvm::Module& mod_;
@@ -161,6 +168,9 @@ private:
     std::map<std::string, llvm::FunctionCallee> rt_;
     std::vector<llvm::Function*> fns_;
     std::map<std::string, llvm::Constant*> constants_;
+    bool gpu_ = false;                     // --gpu: data-parallel loops also as GPU regions
+    std::vector<gpu::Region> regions_;
+    llvm::GlobalVariable* image_ = nullptr;
 
     // Per function.
     const ir::Function* fn_ = nullptr;
@@ -215,6 +225,9 @@ private:
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
         decl("meshrt_trace_begin", void_, {ptr_, ptr_});
         decl("meshrt_trace_end", void_, {ptr_});
+        decl("meshrt_offload", i32_, {ptr_});
+        decl(gpu::kThread, i64_, {});
+        decl(gpu::kThreads, i64_, {});
     }
 
     llvm::CallInst* call(const std::string& name, std::vector<llvm::Value*> args) { return b_.CreateCall(rt_.at(name), args); }
@@ -400,6 +413,120 @@ private:
         });
     }
 
+    /// for (i = 0, acc = init; i < n; ++i) acc = body(i, acc); returns the final acc.
+    template <typename F>
+    llvm::Value* loop_acc(llvm::Value* n, llvm::Value* init, F&& body) {
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        auto* head = llvm::BasicBlock::Create(ctx_, "loop", llfn_);
+        auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", llfn_);
+        auto* exit = llvm::BasicBlock::Create(ctx_, "done", llfn_);
+        b_.CreateBr(head);
+        b_.SetInsertPoint(head);
+        llvm::PHINode* i = b_.CreatePHI(n->getType(), 2, "i");
+        llvm::PHINode* acc = b_.CreatePHI(init->getType(), 2, "acc");
+        i->addIncoming(llvm::ConstantInt::get(n->getType(), 0), pre);
+        acc->addIncoming(init, pre);
+        b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
+        b_.SetInsertPoint(bodyb);
+        llvm::Value* next_acc = body(static_cast<llvm::Value*>(i), static_cast<llvm::Value*>(acc));
+        llvm::Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(n->getType(), 1), "", true, true);
+        i->addIncoming(next, b_.GetInsertBlock());
+        acc->addIncoming(next_acc, b_.GetInsertBlock());
+        b_.CreateBr(head);
+        b_.SetInsertPoint(exit);
+        return acc;
+    }
+    /// The multi-index of row-major position `i` in `shape` (constant divisors).
+    std::vector<llvm::Value*> unravel(llvm::Value* i, const std::vector<int64_t>& shape) {
+        std::vector<llvm::Value*> idx(shape.size());
+        for (size_t d = shape.size(); d-- > 0;) {
+            if (d == 0) {
+                idx[d] = i;
+                break;
+            }
+            idx[d] = b_.CreateURem(i, i64c(shape[d]));
+            i = b_.CreateUDiv(i, i64c(shape[d]));
+        }
+        return idx;
+    }
+
+    // ------------------------------------------------------------ GPU regions
+    //
+    // A data-parallel loop is emitted through offload(emit): emit(false, nest) writes it
+    // for the host, nest being loop_nest. With --gpu the generated code first asks the
+    // runtime (meshrt_offload) and, when the program runs its kernels, takes a second copy
+    // written by emit(true, nest) where nest is a grid-stride loop over the same index
+    // space; that copy is a region gpu::outline turns into a kernel and its launch. The
+    // emit function must allocate, free and call the runtime only outside the nest (in
+    // the host copy), and compute what the loop reads from the device's coordinates
+    // before offload; everything else (preloaded scalars, the accumulators of a
+    // reduction) it computes in each copy.
+    using Body = std::function<void(const std::vector<llvm::Value*>&)>;
+    using Nest = std::function<void(const std::vector<int64_t>&, const Body&)>;
+
+    void offload(const std::string& what, const std::function<void(bool, const Nest&)>& emit) {
+        Nest host = [this](const std::vector<int64_t>& shape, const Body& body) { loop_nest(shape, body); };
+        if (!gpu_) {
+            emit(false, host);
+            return;
+        }
+        if (!image_) {
+            image_ = new llvm::GlobalVariable(mod_, i8_, true, llvm::GlobalValue::ExternalLinkage, nullptr, "mesh.ptx");
+        }
+        llvm::Value* on = b_.CreateICmpNE(call("meshrt_offload", {dev_}), i32c(0));
+        auto* gpu = llvm::BasicBlock::Create(ctx_, "gpu");
+        auto* cpu = llvm::BasicBlock::Create(ctx_, "cpu", llfn_);
+        b_.CreateCondBr(on, gpu, cpu);
+        b_.SetInsertPoint(cpu);
+        emit(false, host);
+        llvm::BasicBlock* cpu_end = b_.GetInsertBlock();
+        gpu->insertInto(llfn_);
+        b_.SetInsertPoint(gpu);
+        int64_t threads = -1;
+        Nest grid = [&](const std::vector<int64_t>& shape, const Body& body) {
+            MESHC_ASSERT(threads < 0, "a GPU region has one loop nest");
+            threads = product(shape);
+            grid_stride(shape, body);
+        };
+        emit(true, grid);
+        MESHC_ASSERT(threads >= 0, "a GPU region has one loop nest");
+        llvm::BasicBlock* gpu_end = b_.GetInsertBlock();
+        gpu::Region region;
+        region.host = llfn_;
+        region.dev = dev_;
+        region.threads = threads;
+        region.what = what;
+        for (auto it = gpu->getIterator(); it != llfn_->end(); ++it) region.blocks.push_back(&*it);
+        auto* join = llvm::BasicBlock::Create(ctx_, "offloaded", llfn_);
+        b_.CreateBr(join);
+        b_.SetInsertPoint(cpu_end);
+        b_.CreateBr(join);
+        (void)gpu_end;
+        b_.SetInsertPoint(join);
+        regions_.push_back(std::move(region));
+    }
+    /// for (i = thread; i < product(shape); i += threads) body(unravel(i)).
+    void grid_stride(const std::vector<int64_t>& shape, const Body& body) {
+        llvm::Value* n = i64c(product(shape));
+        llvm::Value* first = call(gpu::kThread, {});
+        llvm::Value* step = call(gpu::kThreads, {});
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        auto* head = llvm::BasicBlock::Create(ctx_, "grid", llfn_);
+        auto* bodyb = llvm::BasicBlock::Create(ctx_, "element", llfn_);
+        auto* exit = llvm::BasicBlock::Create(ctx_, "grid.done", llfn_);
+        b_.CreateBr(head);
+        b_.SetInsertPoint(head);
+        llvm::PHINode* i = b_.CreatePHI(i64_, 2, "g");
+        i->addIncoming(first, pre);
+        b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
+        b_.SetInsertPoint(bodyb);
+        body(unravel(i, shape));
+        llvm::Value* next = b_.CreateAdd(i, step, "", true, true);
+        i->addIncoming(next, b_.GetInsertBlock());
+        b_.CreateBr(head);
+        b_.SetInsertPoint(exit);
+    }
+
     // ------------------------------------------------------------ buffers
 
     const std::vector<int64_t>& lshape(ValueId v) const { return lf_->shape[v]; }
@@ -410,7 +537,15 @@ private:
     llvm::Value* alloc(ValueId v) { return call("meshrt_alloc", {dev_, i64c(nbytes(v))}); }
     llvm::Value* copy_of(ValueId v) {
         llvm::Value* p = alloc(v);
-        b_.CreateMemCpy(p, llvm::MaybeAlign(64), val_[v], llvm::MaybeAlign(64), nbytes(v));
+        llvm::Value* src = val_[v];
+        DType t = dt(v);
+        offload("copy", [&](bool gpu, const Nest& nest) {
+            if (!gpu) {
+                b_.CreateMemCpy(p, llvm::MaybeAlign(64), src, llvm::MaybeAlign(64), nbytes(v));
+                return;
+            }
+            nest({product(lshape(v))}, [&](const std::vector<llvm::Value*>& i) { store_elem(t, p, i[0], load_elem(t, src, i[0])); });
+        });
         return p;
     }
     llvm::Value* scalar_i64(ValueId v) { return convert(load_elem(dt(v), val_[v], i64c(0)), dt(v), DType::I64); }
@@ -457,7 +592,16 @@ private:
         b_.CreateBr(join);
         b_.SetInsertPoint(join);
     }
-    void zero(ValueId v, llvm::Value* p) { b_.CreateMemSet(p, b_.getInt8(0), nbytes(v), llvm::MaybeAlign(64)); }
+    void zero(ValueId v, llvm::Value* p) {
+        DType t = dt(v);
+        offload("zeros", [&](bool gpu, const Nest& nest) {
+            if (!gpu) {
+                b_.CreateMemSet(p, b_.getInt8(0), nbytes(v), llvm::MaybeAlign(64));
+                return;
+            }
+            nest({product(lshape(v))}, [&](const std::vector<llvm::Value*>& i) { store_elem(t, p, i[0], const_of(t, 0)); });
+        });
+    }
 
     // ------------------------------------------------------------ functions
 
@@ -731,14 +875,16 @@ private:
         auto in_strides = strides_of(lshape(x));
         auto out_strides = strides_of(lshape(r));
         DType t = dt(x);
-        loop_nest(lshape(x), [&](const std::vector<llvm::Value*>& idx) {
-            llvm::Value* ia = i64c(0);
-            llvm::Value* oa = i64c(0);
-            for (size_t d = 0; d < idx.size(); ++d) {
-                ia = b_.CreateAdd(ia, b_.CreateMul(idx[d], i64c(in_strides[d])));
-                oa = b_.CreateAdd(oa, b_.CreateMul(b_.CreateAdd(idx[d], offset[d]), i64c(out_strides[d])));
-            }
-            store_elem(t, val_[r], oa, load_elem(t, val_[x], ia));
+        offload("make_partial", [&](bool, const Nest& nest) {
+            nest(lshape(x), [&](const std::vector<llvm::Value*>& idx) {
+                llvm::Value* ia = i64c(0);
+                llvm::Value* oa = i64c(0);
+                for (size_t d = 0; d < idx.size(); ++d) {
+                    ia = b_.CreateAdd(ia, b_.CreateMul(idx[d], i64c(in_strides[d])));
+                    oa = b_.CreateAdd(oa, b_.CreateMul(b_.CreateAdd(idx[d], offset[d]), i64c(out_strides[d])));
+                }
+                store_elem(t, val_[r], oa, load_elem(t, val_[x], ia));
+            });
         });
         b_.CreateBr(join);
         b_.SetInsertPoint(join);
@@ -754,17 +900,21 @@ private:
         case ir::CreateKind::Ones:
         case ir::CreateKind::Full: {
             llvm::Value* c = const_of(t, op.create == ir::CreateKind::Ones ? 1.0 : op.number);
-            loop(i64c(product(lshape(r))), [&](llvm::Value* i) { store_elem(t, out, i, c); });
+            offload("fill", [&](bool, const Nest& nest) {
+                nest({product(lshape(r))}, [&](const std::vector<llvm::Value*>& i) { store_elem(t, out, i[0], c); });
+            });
             return;
         }
         case ir::CreateKind::Iota: {
             auto d = static_cast<size_t>(op.dim);
             llvm::Value* offset = dim_offset(r, d);
             auto strides = strides_of(lshape(r));
-            loop_nest(lshape(r), [&](const std::vector<llvm::Value*>& idx) {
-                llvm::Value* at = i64c(0);
-                for (size_t k = 0; k < idx.size(); ++k) at = b_.CreateAdd(at, b_.CreateMul(idx[k], i64c(strides[k])));
-                store_elem(t, out, at, convert(b_.CreateAdd(idx[d], offset), DType::I64, t));
+            offload("iota", [&](bool, const Nest& nest) {
+                nest(lshape(r), [&](const std::vector<llvm::Value*>& idx) {
+                    llvm::Value* at = i64c(0);
+                    for (size_t k = 0; k < idx.size(); ++k) at = b_.CreateAdd(at, b_.CreateMul(idx[k], i64c(strides[k])));
+                    store_elem(t, out, at, convert(b_.CreateAdd(idx[d], offset), DType::I64, t));
+                });
             });
             return;
         }
@@ -975,27 +1125,29 @@ private:
     void fused(const Op& op) {
         std::string names;
         fused_names(op, names);
-        traced("elementwise " + names, product(lshape(op.results[0])), [&] { fused_loop(op); });
+        traced("elementwise " + names, product(lshape(op.results[0])), [&] { fused_loop(op, "elementwise " + names); });
     }
 
-    void fused_loop(const Op& op) {
+    void fused_loop(const Op& op, const std::string& what) {
         ValueId r = op.results[0];
         val_[r] = alloc(r);
         const auto& out = lshape(r);
-        std::map<ValueId, Leaf> leaves;
-        bool flat = true;
-        collect_leaves(op, out, leaves, flat);
         DType t = dt(r);
         llvm::Value* base = val_[r];
-        if (flat) {
-            loop(i64c(product(out)), [&](llvm::Value* i) { store_elem(t, base, i, evaluate(op, leaves, {}, i)); });
-            return;
-        }
-        auto strides = strides_of(out);
-        loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
-            llvm::Value* at = i64c(0);
-            for (size_t k = 0; k < idx.size(); ++k) at = b_.CreateAdd(at, b_.CreateMul(idx[k], i64c(strides[k])));
-            store_elem(t, base, at, evaluate(op, leaves, idx, nullptr));
+        offload(what, [&](bool, const Nest& nest) {
+            std::map<ValueId, Leaf> leaves;
+            bool flat = true;
+            collect_leaves(op, out, leaves, flat);
+            if (flat) {
+                nest({product(out)}, [&](const std::vector<llvm::Value*>& i) { store_elem(t, base, i[0], evaluate(op, leaves, {}, i[0])); });
+                return;
+            }
+            auto strides = strides_of(out);
+            nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                llvm::Value* at = i64c(0);
+                for (size_t k = 0; k < idx.size(); ++k) at = b_.CreateAdd(at, b_.CreateMul(idx[k], i64c(strides[k])));
+                store_elem(t, base, at, evaluate(op, leaves, idx, nullptr));
+            });
         });
     }
 
@@ -1005,48 +1157,78 @@ private:
         DType acc_t = is_float(t) ? DType::F64 : (t == DType::Bool ? DType::Bool : DType::I64);
         int64_t n_out = product(lshape(r));
         // Accumulate in f64 (floats) or i64 (integers), convert once at the end.
-        llvm::Value* acc = call("meshrt_alloc", {dev_, i64c(n_out * 8)});
         llvm::Type* acc_ty = acc_t == DType::F64 ? f64_ : i64_;
         bool is_max = op.reduce == ir::ReduceKind::Max;
         llvm::Value* init = acc_t == DType::F64
                                 ? static_cast<llvm::Value*>(is_max ? llvm::ConstantFP::getInfinity(f64_, true) : llvm::ConstantFP::get(f64_, 0.0))
                                 : static_cast<llvm::Value*>(i64c(is_max ? INT64_MIN : 0));
-        loop(i64c(n_out), [&](llvm::Value* i) { b_.CreateStore(init, b_.CreateGEP(acc_ty, acc, i)); });
         const auto& in = lshape(x);
         auto ostride = reduced_strides(in, op.ints);
         auto istride = strides_of(in);
         DType xt = dt(x);
         DType xacc = acc_t == DType::Bool ? DType::I64 : acc_t;
-        loop_nest(in, [&](const std::vector<llvm::Value*>& idx) {
-            llvm::Value* ia = i64c(0);
-            llvm::Value* oa = i64c(0);
-            for (size_t d = 0; d < idx.size(); ++d) {
-                ia = b_.CreateAdd(ia, b_.CreateMul(idx[d], i64c(istride[d])));
-                if (ostride[d]) oa = b_.CreateAdd(oa, b_.CreateMul(idx[d], i64c(ostride[d])));
-            }
-            llvm::Value* v = convert(load_elem(xt, val_[x], ia), xt, xacc);
-            llvm::Value* p = b_.CreateGEP(acc_ty, acc, oa);
-            llvm::Value* old = b_.CreateLoad(acc_ty, p);
-            llvm::Value* next;
-            if (xacc == DType::F64) next = is_max ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, old, v) : b_.CreateFAdd(old, v);
-            else next = is_max ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, old, v) : b_.CreateAdd(old, v);
-            b_.CreateStore(next, p);
-        });
         // Mean: the local sum over the *global* count (a split dim's pieces sum to the mean).
         int64_t count = 1;
         for (int64_t d : op.ints) count *= gtype(x).shape[static_cast<size_t>(d)];
-        val_[r] = alloc(r);
-        loop(i64c(n_out), [&](llvm::Value* i) {
-            llvm::Value* v = b_.CreateLoad(acc_ty, b_.CreateGEP(acc_ty, acc, i));
+        auto combine = [&](llvm::Value* old, llvm::Value* v) -> llvm::Value* {
+            if (xacc == DType::F64) return is_max ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, old, v) : b_.CreateFAdd(old, v);
+            return is_max ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, old, v) : b_.CreateAdd(old, v);
+        };
+        auto finish = [&](llvm::Value* v, llvm::Value* at) {
             DType vt = xacc;
             if (op.reduce == ir::ReduceKind::Mean) {
                 if (vt != DType::F64) v = convert(v, vt, DType::F64);
                 v = b_.CreateFDiv(v, llvm::ConstantFP::get(f64_, static_cast<double>(count)));
                 vt = DType::F64;
             }
-            store_elem(t, val_[r], i, convert(v, vt, t));
+            store_elem(t, val_[r], at, convert(v, vt, t));
+        };
+        val_[r] = alloc(r);
+        offload("reduce " + std::string(ir::reduce_name(op.reduce)), [&](bool gpu, const Nest& nest) {
+            if (gpu) {
+                // One thread per result element, over its inputs in row-major order: the
+                // order the host loop adds them in, so the sums are the same.
+                std::vector<int64_t> kept, reduced, kept_dims, reduced_dims;
+                for (size_t d = 0; d < in.size(); ++d) {
+                    bool red = std::find(op.ints.begin(), op.ints.end(), static_cast<int64_t>(d)) != op.ints.end();
+                    (red ? reduced : kept).push_back(in[d]);
+                    (red ? reduced_dims : kept_dims).push_back(static_cast<int64_t>(d));
+                }
+                nest(kept, [&](const std::vector<llvm::Value*>& kidx) {
+                    llvm::Value* base = i64c(0);
+                    llvm::Value* oa = i64c(0);
+                    for (size_t j = 0; j < kidx.size(); ++j) {
+                        auto d = static_cast<size_t>(kept_dims[j]);
+                        base = b_.CreateAdd(base, b_.CreateMul(kidx[j], i64c(istride[d])));
+                        oa = b_.CreateAdd(oa, b_.CreateMul(kidx[j], i64c(ostride[d])));
+                    }
+                    llvm::Value* acc = loop_acc(i64c(product(reduced)), init, [&](llvm::Value* i, llvm::Value* a) {
+                        std::vector<llvm::Value*> ridx = unravel(i, reduced);
+                        llvm::Value* ia = base;
+                        for (size_t j = 0; j < ridx.size(); ++j)
+                            ia = b_.CreateAdd(ia, b_.CreateMul(ridx[j], i64c(istride[static_cast<size_t>(reduced_dims[j])])));
+                        return combine(a, convert(load_elem(xt, val_[x], ia), xt, xacc));
+                    });
+                    finish(acc, oa);
+                });
+                return;
+            }
+            llvm::Value* acc = call("meshrt_alloc", {dev_, i64c(n_out * 8)});
+            loop(i64c(n_out), [&](llvm::Value* i) { b_.CreateStore(init, b_.CreateGEP(acc_ty, acc, i)); });
+            loop_nest(in, [&](const std::vector<llvm::Value*>& idx) {
+                llvm::Value* ia = i64c(0);
+                llvm::Value* oa = i64c(0);
+                for (size_t d = 0; d < idx.size(); ++d) {
+                    ia = b_.CreateAdd(ia, b_.CreateMul(idx[d], i64c(istride[d])));
+                    if (ostride[d]) oa = b_.CreateAdd(oa, b_.CreateMul(idx[d], i64c(ostride[d])));
+                }
+                llvm::Value* v = convert(load_elem(xt, val_[x], ia), xt, xacc);
+                llvm::Value* p = b_.CreateGEP(acc_ty, acc, oa);
+                b_.CreateStore(combine(b_.CreateLoad(acc_ty, p), v), p);
+            });
+            loop(i64c(n_out), [&](llvm::Value* i) { finish(b_.CreateLoad(acc_ty, b_.CreateGEP(acc_ty, acc, i)), i); });
+            call("meshrt_free", {dev_, acc});
         });
-        call("meshrt_free", {dev_, acc});
     }
 
     void contract(const Op& op) {
@@ -2044,6 +2226,38 @@ llvm::TargetMachine* host_machine(int opt_level) {
 
 }  // namespace
 
+void optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
+    // The new pass manager's default pipelines.
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = opt_level >= 2;
+    pto.SLPVectorization = opt_level >= 2;
+    llvm::PassBuilder pb(&tm, pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel level = opt_level <= 0   ? llvm::OptimizationLevel::O0
+                                    : opt_level == 1 ? llvm::OptimizationLevel::O1
+                                    : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                     : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm = opt_level <= 0 ? pb.buildO0DefaultPipeline(level) : pb.buildPerModuleDefaultPipeline(level);
+    mpm.run(module, mam);
+}
+
+std::string emit_file(llvm::Module& module, llvm::TargetMachine& tm, llvm::CodeGenFileType type) {
+    llvm::SmallVector<char, 0> buffer;
+    llvm::raw_svector_ostream bos(buffer);
+    llvm::legacy::PassManager pm;
+    if (tm.addPassesToEmitFile(pm, bos, nullptr, type)) internal_error("the target cannot emit this file type", __FILE__, __LINE__);
+    pm.run(module);
+    return std::string(buffer.begin(), buffer.end());
+}
+
 std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind) {
     MESHC_ASSERT(module.entry >= 0, "generate() needs an entry function");
     llvm::LLVMContext ctx;
@@ -2051,46 +2265,37 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
     std::unique_ptr<llvm::TargetMachine> tm(host_machine(options.opt_level));
     mod->setTargetTriple(tm->getTargetTriple().str());
     mod->setDataLayout(tm->createDataLayout());
-    Generator(ctx, *mod, module).generate(options.program_name);
+    bool gpu = options.gpu || kind == EmitKind::Ptx;
+    Generator generator(ctx, *mod, module, gpu);
+    generator.generate(options.program_name);
     std::string problems;
     llvm::raw_string_ostream problem_stream(problems);
     if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR generated: " + problems, __FILE__, __LINE__);
 
-    // The new pass manager's default pipelines.
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PipelineTuningOptions pto;
-    pto.LoopVectorization = options.opt_level >= 2;
-    pto.SLPVectorization = options.opt_level >= 2;
-    llvm::PassBuilder pb(tm.get(), pto);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::OptimizationLevel level = options.opt_level <= 0   ? llvm::OptimizationLevel::O0
-                                    : options.opt_level == 1 ? llvm::OptimizationLevel::O1
-                                    : options.opt_level == 2 ? llvm::OptimizationLevel::O2
-                                                             : llvm::OptimizationLevel::O3;
-    llvm::ModulePassManager mpm =
-        options.opt_level <= 0 ? pb.buildO0DefaultPipeline(level) : pb.buildPerModuleDefaultPipeline(level);
-    mpm.run(*mod, mam);
+    if (gpu) {
+        // The GPU regions become kernels; their PTX is a constant of the host program.
+        std::vector<gpu::Kernel> kernels = gpu::outline(*mod, generator.regions(), generator.image());
+        if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR after outlining: " + problems, __FILE__, __LINE__);
+        std::string ptx = kernels.empty() ? std::string("// meshc: no GPU kernels\n")
+                                          : gpu::compile_ptx(*mod, kernels, options.gpu_arch, options.opt_level);
+        if (kind == EmitKind::Ptx) return ptx;
+        if (llvm::GlobalVariable* placeholder = generator.image()) {
+            llvm::Constant* text = llvm::ConstantDataArray::getString(ctx, ptx, true);
+            auto* image = new llvm::GlobalVariable(*mod, text->getType(), true, llvm::GlobalValue::PrivateLinkage, text, "mesh.ptx.image");
+            image->setAlignment(llvm::Align(64));
+            placeholder->replaceAllUsesWith(image);
+            placeholder->eraseFromParent();
+        }
+    }
 
-    std::string out;
-    llvm::raw_string_ostream os(out);
+    optimize(*mod, *tm, options.opt_level);
     if (kind == EmitKind::LLVM) {
+        std::string out;
+        llvm::raw_string_ostream os(out);
         mod->print(os, nullptr);
         return out;
     }
-    llvm::SmallVector<char, 0> buffer;
-    llvm::raw_svector_ostream bos(buffer);
-    llvm::legacy::PassManager pm;
-    auto file_type = kind == EmitKind::Asm ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile;
-    if (tm->addPassesToEmitFile(pm, bos, nullptr, file_type)) internal_error("the target cannot emit this file type", __FILE__, __LINE__);
-    pm.run(*mod);
-    return std::string(buffer.begin(), buffer.end());
+    return emit_file(*mod, *tm, kind == EmitKind::Asm ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile);
 }
 
 }  // namespace meshc::codegen

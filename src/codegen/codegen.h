@@ -3,6 +3,10 @@
 // executable with libmeshrt. The generated object defines `main`, which hands a static
 // description of the program's meshes and the SPMD entry function to meshrt_main.
 //
+// With --gpu the data-parallel loops (fused element-wise, reductions, fills, iota,
+// copies) also become kernels, compiled to PTX by LLVM's NVPTX back end and launched
+// through the runtime when the program runs with --device=cuda (codegen/gpu.h).
+//
 // What the generated code does itself: control flow (`for`, `if`, calls), element-wise
 // chains fused into one loop nest each (no temporary per op; LLVM vectorises the loops),
 // reductions, fills, iota, copies, and buffer lifetimes (each buffer is freed after its
@@ -10,21 +14,34 @@
 // I/O, printing, lookups, slices and concatenation (runtime/include/meshrt.h).
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "spmd/spmd.h"
 
 namespace meshc::codegen {
 
-enum class EmitKind { LLVM, Asm, Obj };
+enum class EmitKind { LLVM, Asm, Obj, Ptx };
+
+/// A GPU build problem that is the environment's, not the program's (no CUDA libdevice,
+/// no NVPTX target in this LLVM): the driver reports it as E0706.
+struct GpuError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 struct Options {
     int opt_level = 2;         // 0..3: the new pass manager's O0..O3
     std::string program_name;  // for the runtime's --help and messages
+    /// GPU kernels (--gpu): the data-parallel loops are also compiled to PTX for
+    /// `gpu_arch` and embedded; the program runs them under --device=cuda (and on the
+    /// host under --device=gpu-emulator). EmitKind::Ptx implies it.
+    bool gpu = false;
+    std::string gpu_arch = "sm_90";
 };
 
 /// Generates the whole program (module.entry must be valid) and returns the LLVM IR text,
-/// the assembly text or the object file's bytes. An unsupported construct is a user
+/// the assembly text, the object file's bytes or the GPU kernels' PTX. A missing GPU
+/// tool (CUDA's libdevice, LLVM's NVPTX target) throws GpuError (codegen/gpu.h). An unsupported construct is a user
 /// error reported by the caller before this point; anything else failing here is an
 /// internal error (InternalError).
 std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind);

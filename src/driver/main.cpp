@@ -58,6 +58,8 @@ struct CheckOptions {
     std::string output;                  // -o
     int opt_level = 2;                   // -O
     std::vector<std::string> meshes;     // --mesh NAME=axis:size,...
+    bool gpu = false;                    // --gpu
+    std::string gpu_arch = "sm_90";      // --gpu-arch
     std::vector<std::string> run_args;   // run: after `--`
 };
 
@@ -209,17 +211,34 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
     codegen::Options cg;
     cg.opt_level = options.opt_level;
     cg.program_name = file_stem(path);
-    if (options.emit == "llvm" || options.emit == "asm") {
-        std::cout << timer.run("codegen", [&] {
-            return codegen::generate(local, cg, options.emit == "llvm" ? codegen::EmitKind::LLVM : codegen::EmitKind::Asm);
-        });
+    cg.gpu = options.gpu;
+    cg.gpu_arch = options.gpu_arch;
+    // A GPU build needs CUDA's libdevice and LLVM's NVPTX target: E0706 when one is missing.
+    auto generate = [&](codegen::EmitKind kind, std::string& out) {
+        try {
+            out = timer.run("codegen", [&] { return codegen::generate(local, cg, kind); });
+            return true;
+        } catch (const codegen::GpuError& e) {
+            diags.emit(DiagCode::E0706, {}, fmt::format("cannot build the GPU kernels of `{}`: {}", path, e.what()))
+                .note("`meshc build` without --gpu makes a program whose loops run on the host");
+            return false;
+        }
+    };
+    if (options.emit == "llvm" || options.emit == "asm" || options.emit == "ptx") {
+        std::string text;
+        codegen::EmitKind kind = options.emit == "llvm" ? codegen::EmitKind::LLVM
+                                 : options.emit == "asm" ? codegen::EmitKind::Asm
+                                                         : codegen::EmitKind::Ptx;
+        if (!generate(kind, text)) return 1;
+        std::cout << text;
         return 0;
     }
     std::string output = options.output;
     if (options.run) {
         std::string key;
         for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
-        key += fmt::format("O{} {} {}", options.opt_level, fmt::join(options.meshes, ";"), MESHC_VERSION);
+        key += fmt::format("O{} {} {} {}", options.opt_level, fmt::join(options.meshes, ";"), MESHC_VERSION,
+                           options.gpu ? options.gpu_arch : "host");
         std::string dir = cache_dir();
         if (!make_dirs(dir)) {
             diags.emit(DiagCode::E0704, {}, fmt::format("cannot create the build cache `{}`: {}", dir, std::strerror(errno)));
@@ -230,7 +249,8 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         if (access(output.c_str(), X_OK) == 0) return 0;  // built before
     }
     if (output.empty()) output = options.emit == "obj" ? cg.program_name + ".o" : cg.program_name;
-    std::string object = timer.run("codegen", [&] { return codegen::generate(local, cg, codegen::EmitKind::Obj); });
+    std::string object;
+    if (!generate(codegen::EmitKind::Obj, object)) return 1;
     std::string object_path = options.emit == "obj" ? output : output + fmt::format(".{}.o", getpid());
     {
         std::ofstream out(object_path, std::ios::binary);
@@ -397,10 +417,15 @@ int main(int argc, char** argv) {
         cmd->add_option("--error-format", *format, "Diagnostics as `human` or `json`")->check(CLI::IsMember({"human", "json"}));
         cmd->add_option("--stdlib", opts->stdlib_dir, "Standard library folder");
         cmd->add_flag("--time-report", opts->time_report, "Print the time each phase took (stderr)");
+        cmd->add_flag("--gpu", opts->gpu,
+                      "Also compile the data-parallel loops to GPU kernels (PTX, run with --device=cuda)");
+        cmd->add_option("--gpu-arch", opts->gpu_arch, "The GPU for --gpu (default sm_90: H100/H200)")
+            ->check(CLI::IsMember({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"}));
     }
     build_cmd->add_option("-o", build.output, "Output file (default: the source file's stem; with --emit=obj, STEM.o)");
-    build_cmd->add_option("--emit", build.emit, "Print an intermediate form instead: gir, local, llvm, asm; or write an object file: obj")
-        ->check(CLI::IsMember({"gir", "local", "llvm", "asm", "obj"}));
+    build_cmd->add_option("--emit", build.emit,
+                          "Print an intermediate form instead: gir, local, llvm, asm, ptx (the GPU kernels); or write an object file: obj")
+        ->check(CLI::IsMember({"gir", "local", "llvm", "asm", "ptx", "obj"}));
     run_cmd->add_option("args", run.run_args, "Arguments for the program (after `--`)");
 
     std::string help_topic;

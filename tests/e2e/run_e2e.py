@@ -23,6 +23,12 @@ printed bytes and bitwise the same .npy files (the MPI handler reduces floating 
 in the same rank order; only a NaN's sign and payload may differ). Its bad-input cases must fail with the message naming the
 device and leave no file; a run with the wrong -np must fail (status 2) with a message.
 
+--device gpu-emulator (ctest e2e-gpu-emulator) builds every program with `meshc build
+--gpu` and runs it with --device=gpu-emulator: each data-parallel loop runs as its GPU
+kernel (outlined, launched through the runtime) on the host, as 7 emulated GPU threads.
+With --ptxas, each program's PTX (`meshc build --emit=ptx`) must also assemble.
+--device cuda does the same builds and runs them on a GPU (tests/gpu/run.sh).
+
 grad / value_and_grad programs are listed in AUTODIFF_TESTS. They run by default and
 must pass; --allow-unsupported-autodiff reports a build that says autodiff is not
 supported as a loud SKIP instead (for a back end without it), --no-autodiff leaves them
@@ -31,6 +37,7 @@ out.
 Usage:
   run_e2e.py [--meshc build/meshc] [--only NAME[,NAME]] [--keep] [--work DIR] [-j N]
              [--check-only] [--list] [-v] [--comm sim|mpi [--mpirun PATH]]
+             [--device cpu|cuda|gpu-emulator [--ptxas PATH] [--gpu-arch sm_NN]]
 
 Exit status: 0 all passed (skips allowed), 1 a failure, 77 nothing could be run
 because meshc has no `build` sub-command yet (static checks still ran and passed), or
@@ -712,8 +719,22 @@ def run_test(name, args, work_root, have_build):
         vdir = os.path.join(tdir, vname)
         os.makedirs(vdir)
         exe = os.path.join(vdir, name)
-        cmd = [args.meshc, "build", src, "-o", exe] + flags
+        cmd = [args.meshc, "build", src, "-o", exe] + flags + args.build_flags
         rc, out, err, secs = run_cmd(cmd, timeout=args.build_timeout)
+        if rc == 0 and args.ptxas:
+            # The GPU kernels' PTX must assemble (ptxas: CUDA's own assembler).
+            ptx = os.path.join(vdir, name + ".ptx")
+            prc, pout, perr, _ = run_cmd([args.meshc, "build", src, "--emit=ptx"] + flags + args.build_flags,
+                                         timeout=args.build_timeout)
+            if prc != 0:
+                res.fail("[%s] --emit=ptx failed: %s" % (vname, indent(clip(pout + perr))))
+            else:
+                with open(ptx, "w") as f:
+                    f.write(pout)
+                arc, aout, aerr, _ = run_cmd([args.ptxas, "-arch=" + args.gpu_arch, ptx, "-o", os.devnull],
+                                             timeout=args.build_timeout)
+                if arc != 0:
+                    res.fail("[%s] ptxas rejects the kernels of %s:\n%s" % (vname, name, indent(clip(aout + aerr))))
         if rc != 0:
             why = unsupported_autodiff(out + err) if name in AUTODIFF_TESTS else None
             if why and not args.require_autodiff:
@@ -847,16 +868,26 @@ def main(argv=None):
                     help="mpi: also run every program's declared build under mpirun and "
                          "require the results of the simulated run, bitwise")
     ap.add_argument("--mpirun", default=None, help="OpenMPI's mpirun (default: from PATH)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="cuda: run every program as `prog --device=cuda` (a runtime built "
-                         "with -DMESHC_CUDA=ON, on a machine with a GPU; tests/gpu/run.sh)")
+    ap.add_argument("--device", choices=["cpu", "cuda", "gpu-emulator"], default="cpu",
+                    help="cuda: build every program with `meshc build --gpu` and run it as "
+                         "`prog --device=cuda` (a runtime built with -DMESHC_CUDA=ON, on a "
+                         "machine with a GPU; tests/gpu/run.sh); gpu-emulator: the same "
+                         "builds, run with --device=gpu-emulator (the GPU kernels on the "
+                         "host, one emulated GPU thread after another)")
+    ap.add_argument("--ptxas", default=None,
+                    help="with --device cuda or gpu-emulator: also assemble each program's "
+                         "`meshc build --emit=ptx` with this ptxas")
+    ap.add_argument("--gpu-arch", default="sm_90", help="the GPU architecture (default sm_90)")
     ap.add_argument("--mpi-timeout", type=float, default=180,
                     help="seconds per mpirun run (a hang is a failure)")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     args.meshc = os.path.abspath(args.meshc)
-    args.run_flags = ["--device=cuda"] if args.device == "cuda" else []
+    args.run_flags = ["--device=" + args.device] if args.device != "cpu" else []
+    args.build_flags = ["--gpu", "--gpu-arch=" + args.gpu_arch] if args.device != "cpu" else []
+    if args.ptxas and args.device == "cpu":
+        ap.error("--ptxas needs --device cuda or gpu-emulator")
 
     names = discover()
     if args.list:

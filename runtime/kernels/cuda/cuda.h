@@ -2,9 +2,11 @@
 // meshrt_alloc/free, meshrt_contract and meshrt_random call when the run was started
 // with --device=cuda. Only compiled with MESHRT_HAVE_CUDA (cmake -DMESHC_CUDA=ON).
 //
-// Memory is CUDA managed memory: the generated code's fused element-wise loops still run
-// on the host (until the NVPTX kernels come), over unified memory; contractions (cuBLAS),
-// random numbers and, with --comm=nccl, collectives run on the GPU. Every runtime call
+// Memory is CUDA managed memory. Contractions (cuBLAS), random numbers, the program's
+// kernels (`meshc build --gpu`: fused element-wise loops, reductions, fills, copies,
+// compiled to PTX by LLVM) and, with --comm=nccl, collectives run on the GPU; the loops
+// the compiler keeps on the host (and every loop of a program built without --gpu) run
+// there over unified memory. Every runtime call
 // that uses the GPU waits for its stream before it returns, so the host code may read
 // the results right away.
 #pragma once
@@ -49,5 +51,12 @@ bool contract(meshrt_device* dev, int32_t dtype, const contract::Spec& spec, con
 /// done) when the piece's rank exceeds the kernel's limit (the CPU then does it).
 bool random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype, const Piece& piece,
             void* out);
+
+/// meshrt_launch under --device=cuda: loads the PTX image once per process
+/// (cudaLibraryLoadData; the driver compiles it for the GPU), finds the kernel once, and
+/// launches it over enough blocks of 256 threads for n (at most 65535 blocks: the kernels
+/// are grid-stride loops), on the device's stream; waits for it. Fails the run, naming the
+/// kernel, when the image does not load or the launch fails.
+void launch(meshrt_device* dev, const char* image, const char* kernel, void** args, int64_t n);
 
 } // namespace meshrt::cuda
