@@ -72,7 +72,7 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(err == "error: this program's runtime was built without CUDA\n");
 #endif
     CHECK(status_of({"--device=tpu"}, &err) == 2);
-    CHECK(err == "error: unknown device 'tpu' in --device (cpu or cuda) (see prog --help)\n");
+    CHECK(err == "error: unknown device 'tpu' in --device (cpu, cuda or gpu-emulator) (see prog --help)\n");
     CHECK(status_of({"--comm=tcp"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=0"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=two"}, &err) == 2);

@@ -225,9 +225,11 @@ private:
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
         decl("meshrt_trace_begin", void_, {ptr_, ptr_});
         decl("meshrt_trace_end", void_, {ptr_});
-        decl("meshrt_offload", i32_, {ptr_});
-        decl(gpu::kThread, i64_, {});
-        decl(gpu::kThreads, i64_, {});
+        if (gpu_) {
+            decl("meshrt_offload", i32_, {ptr_});
+            decl(gpu::kThread, i64_, {});
+            decl(gpu::kThreads, i64_, {});
+        }
     }
 
     llvm::CallInst* call(const std::string& name, std::vector<llvm::Value*> args) { return b_.CreateCall(rt_.at(name), args); }
