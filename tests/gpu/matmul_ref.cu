@@ -3,6 +3,10 @@
 // the call to the end of cudaStreamSynchronize), on cudaMalloc'd memory.
 //   matmul_ref f32|bf16 N ITERS      prints the median seconds of ITERS calls (after two
 //                                    warm-up calls) as {"seconds": S}
+//   matmul_ref copy N ITERS          the GPU's device-to-device copy of N f32 (the
+//                                    bandwidth reference of the element-wise kernel
+//                                    benchmark) as {"gbps": G}, counting a read and a
+//                                    write of each byte
 // f32: cublasSgemm (full FP32, like the runtime); bf16: cublasGemmEx with bf16 inputs and
 // output and CUBLAS_COMPUTE_32F (what the runtime calls for bf16).
 #include <cublas_v2.h>
@@ -33,9 +37,30 @@ __global__ void fill(float* f, unsigned short* h, long long n, float scale) {
     }
 }
 
+int copy_bandwidth(long long n, int iters) {
+    float *a, *b;
+    CHECK(cudaMalloc(&a, n * 4) == cudaSuccess && cudaMalloc(&b, n * 4) == cudaSuccess);
+    CHECK(cudaMemset(a, 0, n * 4) == cudaSuccess);
+    std::vector<double> seconds;
+    for (int i = 0; i < iters + 2; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK(cudaMemcpy(b, a, n * 4, cudaMemcpyDeviceToDevice) == cudaSuccess);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (i >= 2)
+            seconds.push_back(s);
+    }
+    std::sort(seconds.begin(), seconds.end());
+    std::printf("{\"gbps\": %.3f}\n", 2.0 * 4.0 * double(n) / seconds[seconds.size() / 2] * 1e-9);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 4 && std::strcmp(argv[1], "copy") == 0)
+        return copy_bandwidth(std::atoll(argv[2]), std::atoi(argv[3]));
     if (argc != 4 || (std::strcmp(argv[1], "f32") && std::strcmp(argv[1], "bf16"))) {
-        std::fprintf(stderr, "usage: matmul_ref f32|bf16 N ITERS\n");
+        std::fprintf(stderr, "usage: matmul_ref f32|bf16|copy N ITERS\n");
         return 2;
     }
     const bool bf16 = std::strcmp(argv[1], "bf16") == 0;

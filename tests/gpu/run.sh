@@ -6,10 +6,14 @@
 # 2. meshrt-cuda-check: the CUDA kernels, cuBLAS contractions, random numbers and the
 #    NCCL handler against the CPU runtime (runtime/tests/cuda_check.cpp);
 # 3. examples/mlp.msh on the CPU, with --device=cuda, and with --device=cuda --comm=nccl
-#    (on the declared 2x4 mesh with 8 GPUs, else rebound to 1 device): same sums, close y;
-# 4. the e2e suite with every program run as `./prog --device=cuda`;
+#    (on the declared 2x4 mesh with 8 GPUs, else rebound to 1 device), and built with
+#    --gpu (its loops as PTX kernels) with --device=cuda: same sums, close y;
+# 4. the e2e suite built with `meshc build --gpu` and run as `./prog --device=cuda`
+#    (every loop a GPU kernel), each program's PTX also assembled by ptxas;
 # 5. a 4096^3 f32 and bf16 matmul: the Mesh program (--device=cuda, timed by its trace)
-#    against cuBLAS called directly (tests/gpu/matmul_ref.cu), TFLOP/s of both.
+#    against cuBLAS called directly (tests/gpu/matmul_ref.cu), TFLOP/s of both;
+# 6. a fused element-wise chain over 256 Mi f32 as one GPU kernel: GB/s (its trace)
+#    against the GPU's own device-to-device copy (tests/gpu/matmul_ref.cu copy).
 # Every step runs even when an earlier one failed; the summary at the end says which
 # failed, and the exit status is 1 if any did.
 set -euo pipefail
@@ -58,6 +62,7 @@ step "examples/mlp.msh: cpu, cuda, nccl"
 mlp_ok=1
 "$meshc" build examples/mlp.msh -o "$tmp/mlp" || mlp_ok=0
 "$meshc" build examples/mlp.msh --mesh Pod=data:1,model:1 -o "$tmp/mlp1" || mlp_ok=0
+"$meshc" build --gpu examples/mlp.msh -o "$tmp/mlpk" || mlp_ok=0
 run_mlp() { # NAME EXE ARGS...: runs in its own directory, prints the sum line
   local name=$1 exe=$2; shift 2
   mkdir -p "$tmp/$name"
@@ -69,13 +74,14 @@ if [ "$mlp_ok" = 1 ]; then
   run_mlp cpu "$tmp/mlp" || mlp_ok=0
   run_mlp cuda "$tmp/mlp" --device=cuda || mlp_ok=0
   run_mlp nccl "$nccl_exe" --device=cuda --comm=nccl || mlp_ok=0
+  run_mlp kernels "$tmp/mlpk" --device=cuda || mlp_ok=0
 fi
 if [ "$mlp_ok" = 1 ]; then
   python3 - "$tmp" <<'EOF' || mlp_ok=0
 import sys, numpy as np
 d = sys.argv[1]
 ref = np.load(f"{d}/cpu/y.npy")
-for name in ("cuda", "nccl"):
+for name in ("cuda", "nccl", "kernels"):
     y = np.load(f"{d}/{name}/y.npy")
     err = float(np.max(np.abs(y - ref)))
     print(f"{name}: y.npy max |diff| from the CPU run {err:.3g}")
@@ -88,8 +94,9 @@ fi
 if [ "$do_e2e" = 1 ]; then
   step "e2e with --device=cuda"
   if python3 tests/e2e/run_e2e.py --help | grep -q -- '--device'; then
-    python3 tests/e2e/run_e2e.py --meshc "$meshc" -j 8 --run-timeout 120 --device cuda ||
-      fail "e2e --device=cuda"
+    ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
+    python3 tests/e2e/run_e2e.py --meshc "$meshc" -j 8 --run-timeout 120 --device cuda \
+      --ptxas "$ptxas" || fail "e2e --device=cuda"
   else
     # A meshc that leaves each built executable as a script running the real one with
     # --device=cuda (run_e2e.py runs the file `meshc build -o` wrote).
@@ -152,6 +159,39 @@ EOF
     done
   else
     fail "compiling tests/gpu/matmul_ref.cu"
+  fi
+fi
+
+if [ "$do_bench" = 1 ]; then
+  step "fused element-wise kernel over 256 Mi f32 (--gpu, --device=cuda) vs device copy"
+  cat > "$tmp/ew.msh" <<EOF
+// tests/gpu/run.sh: an 8-op chain, one read and one write per element, 5 times
+mesh One = [d: 1];
+
+fn main() {
+    var x: Tensor f32 [268435456] on One = random_uniform(3, [268435456]);
+    for i in 0..5 {
+        x = relu(x * 0.5 + 0.25) * 1.5 - 0.125 + abs(x) * 0.0;
+    }
+    print("check", sum(x));
+}
+EOF
+  if "$meshc" build --gpu -O2 "$tmp/ew.msh" -o "$tmp/ew" &&
+     (cd "$tmp" && ./ew --device=cuda --trace="$tmp/ew.json" > /dev/null) &&
+     copy=$("$tmp/matmul_ref" copy 268435456 10); then
+    python3 - "$tmp/ew.json" "$copy" <<'EOF' || fail "element-wise kernel"
+import json, statistics, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+      if str(e.get("name", "")).startswith("elementwise")]
+if len(ev) < 3:
+    sys.exit(f"expected the element-wise loops in the trace, found {len(ev)}")
+s = statistics.median(e["dur"] * 1e-6 for e in ev[1:])
+gbs = 2 * 4 * 268435456 / s * 1e-9
+ref = json.loads(sys.argv[2])["gbps"]
+print(f"element-wise kernel {gbs:7.0f} GB/s   device copy {ref:7.0f} GB/s   ratio {gbs / ref:.2f}")
+EOF
+  else
+    fail "element-wise kernel"
   fi
 fi
 
