@@ -529,6 +529,17 @@ private:
         b_.SetInsertPoint(exit);
     }
 
+    /// A loop nest over `shape` whose iterations write distinct elements (so that the
+    /// GPU may run them in any order): offload()ed; a loop that is not (`parallel` false:
+    /// several iterations add into one element) stays a host loop nest.
+    void data_parallel(const std::string& what, const std::vector<int64_t>& shape, const Body& body, bool parallel = true) {
+        if (!parallel) {
+            loop_nest(shape, body);
+            return;
+        }
+        offload(what, [&](bool, const Nest& nest) { nest(shape, body); });
+    }
+
     // ------------------------------------------------------------ buffers
 
     const std::vector<int64_t>& lshape(ValueId v) const { return lf_->shape[v]; }
@@ -1543,7 +1554,8 @@ private:
             return;
         }
         DType t = dt(v);
-        loop(i64c(product(lshape(v))), [&](llvm::Value* i) { add_to(v, i, load_elem(t, buffer, i)); });
+        data_parallel("adjoint sum", {product(lshape(v))},
+                      [&](const std::vector<llvm::Value*>& i) { add_to(v, i[0], load_elem(t, buffer, i[0])); });
         call("meshrt_free", {dev_, buffer});
     }
     bool differentiable(ValueId v) const { return active_[v] && is_float(dt(v)); }
@@ -1679,12 +1691,18 @@ private:
                 if (differentiable(v)) ct(v);
             }
         }
+        // An element-wise adjoint writes each cotangent element once unless an operand is
+        // broadcast (then several output elements add into one of its elements).
+        bool unbroadcast = true;
+        if (op.kind == OpKind::Elementwise) {
+            for (ValueId v : op.operands) unbroadcast = unbroadcast && (!differentiable(v) || lshape(v) == lshape(y));
+        }
         switch (op.kind) {
         case OpKind::Elementwise: {
             if (op.ew == Ew::Select) {
                 const auto& out = lshape(y);
                 auto cs = broadcast_strides(op.operands[0], out);
-                loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                data_parallel("adjoint select", out, [&](const std::vector<llvm::Value*>& idx) {
                     llvm::Value* g = load_elem(dt(y), ct_[y], linear(idx, strides_of(out)));
                     llvm::Value* c = convert(load_elem(dt(op.operands[0]), val_[op.operands[0]], linear(idx, cs)), dt(op.operands[0]), DType::Bool);
                     for (size_t i = 1; i < 3; ++i) {
@@ -1694,7 +1712,7 @@ private:
                         llvm::Value* part = i == 1 ? b_.CreateSelect(c, g, zero) : b_.CreateSelect(c, zero, g);
                         add_to(x, linear(idx, broadcast_strides(x, out)), convert(part, dt(y), dt(x)));
                     }
-                });
+                }, unbroadcast);
                 return;
             }
             if (!is_float(dt(y))) return;
@@ -1702,7 +1720,7 @@ private:
             auto ost = strides_of(out);
             DType ctt = dt(y) == DType::F64 ? DType::F64 : DType::F32;
             llvm::Type* ty = compute(ctt);
-            loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+            data_parallel(std::string("adjoint ") + std::string(ir::ew_name(op.ew)), out, [&](const std::vector<llvm::Value*>& idx) {
                 llvm::Value* at = linear(idx, ost);
                 llvm::Value* g = convert(load_elem(dt(y), ct_[y], at), dt(y), ctt);
                 llvm::Value* r = convert(load_elem(dt(y), val_[y], at), dt(y), ctt);
@@ -1718,7 +1736,7 @@ private:
                     llvm::Value* d = b_.CreateFMul(g, derivative(op.ew, i, a, r, ty));
                     add_to(x, linear(idx, broadcast_strides(x, out)), convert(d, ctt, dt(x)));
                 }
-            });
+            }, unbroadcast);
             return;
         }
         case OpKind::Broadcast: {
@@ -1738,7 +1756,7 @@ private:
             if (op.reduce == ir::ReduceKind::Mean) {
                 for (int64_t d : op.ints) scale /= static_cast<double>(gtype(x).shape[static_cast<size_t>(d)]);
             }
-            loop_nest(in, [&](const std::vector<llvm::Value*>& idx) {
+            data_parallel("adjoint reduce", in, [&](const std::vector<llvm::Value*>& idx) {
                 llvm::Value* ia = linear(idx, strides_of(in));
                 llvm::Value* oa = linear(idx, ost);
                 llvm::Value* g = load_elem(dt(y), ct_[y], oa);
@@ -1822,7 +1840,8 @@ private:
             }, [&] { zero(x, tmp); });
             if (op.kind == OpKind::AllReduce && op.reduce == ir::ReduceKind::Max) {
                 // Only the maxima receive the summed cotangent.
-                loop(i64c(product(lshape(x))), [&](llvm::Value* i) {
+                data_parallel("adjoint all_reduce max", {product(lshape(x))}, [&](const std::vector<llvm::Value*>& at) {
+                    llvm::Value* i = at[0];
                     llvm::Value* hit = b_.CreateFCmpOEQ(load_elem(dt(x), val_[x], i), load_elem(dt(y), val_[y], i));
                     llvm::Value* g = load_elem(dt(x), tmp, i);
                     store_elem(dt(x), tmp, i, b_.CreateSelect(hit, g, llvm::ConstantFP::get(g->getType(), 0.0)));
@@ -1838,7 +1857,7 @@ private:
             llvm::Value* start = op.kind == OpKind::Slice ? i64c(op.ints[0])
                                                           : b_.CreateMul(piece(gtype(x).mesh, spmd::group_axes(*fn_, op)), i64c(lshape(y)[d]));
             auto xst = strides_of(lshape(x));
-            loop_nest(lshape(y), [&](const std::vector<llvm::Value*>& idx) {
+            data_parallel("adjoint slice", lshape(y), [&](const std::vector<llvm::Value*>& idx) {
                 std::vector<llvm::Value*> xi = idx;
                 xi[d] = b_.CreateAdd(idx[d], start);
                 add_to(x, linear(xi, xst), load_elem(dt(y), ct_[y], linear(idx, strides_of(lshape(y)))));
@@ -1852,7 +1871,7 @@ private:
                 if (differentiable(p)) {
                     auto yst = strides_of(lshape(y));
                     int64_t off = offset;
-                    loop_nest(lshape(p), [&](const std::vector<llvm::Value*>& idx) {
+                    data_parallel("adjoint concat", lshape(p), [&](const std::vector<llvm::Value*>& idx) {
                         std::vector<llvm::Value*> yi = idx;
                         yi[d] = b_.CreateAdd(idx[d], i64c(off));
                         add_to(p, linear(idx, strides_of(lshape(p))), load_elem(dt(y), ct_[y], linear(yi, yst)));
@@ -1872,7 +1891,7 @@ private:
             b_.CreateCondBr(keep, yes, join);
             b_.SetInsertPoint(yes);
             auto yst = strides_of(lshape(y));
-            loop_nest(lshape(x), [&](const std::vector<llvm::Value*>& idx) {
+            data_parallel("adjoint make_partial", lshape(x), [&](const std::vector<llvm::Value*>& idx) {
                 std::vector<llvm::Value*> yi = idx;
                 for (size_t d = 0; d < idx.size(); ++d) yi[d] = b_.CreateAdd(idx[d], offset[d]);
                 add_to(x, linear(idx, strides_of(lshape(x))), load_elem(dt(y), ct_[y], linear(yi, yst)));
@@ -1884,7 +1903,9 @@ private:
         case OpKind::Place:
         case OpKind::Reshape: {
             ValueId x = op.operands[0];
-            loop(i64c(product(lshape(x))), [&](llvm::Value* i) { add_to(x, i, convert(load_elem(dt(y), ct_[y], i), dt(y), dt(x))); });
+            data_parallel("adjoint reshape", {product(lshape(x))}, [&](const std::vector<llvm::Value*>& i) {
+                add_to(x, i[0], convert(load_elem(dt(y), ct_[y], i[0]), dt(y), dt(x)));
+            });
             return;
         }
         case OpKind::Embedding: {
