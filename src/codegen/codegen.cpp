@@ -1197,35 +1197,9 @@ private:
             store_elem(t, val_[r], at, convert(v, vt, t));
         };
         val_[r] = alloc(r);
-        offload("reduce " + std::string(ir::reduce_name(op.reduce)), [&](bool gpu, const Nest& nest) {
-            if (gpu) {
-                // One thread per result element, over its inputs in row-major order: the
-                // order the host loop adds them in, so the sums are the same.
-                std::vector<int64_t> kept, reduced, kept_dims, reduced_dims;
-                for (size_t d = 0; d < in.size(); ++d) {
-                    bool red = std::find(op.ints.begin(), op.ints.end(), static_cast<int64_t>(d)) != op.ints.end();
-                    (red ? reduced : kept).push_back(in[d]);
-                    (red ? reduced_dims : kept_dims).push_back(static_cast<int64_t>(d));
-                }
-                nest(kept, [&](const std::vector<llvm::Value*>& kidx) {
-                    llvm::Value* base = i64c(0);
-                    llvm::Value* oa = i64c(0);
-                    for (size_t j = 0; j < kidx.size(); ++j) {
-                        auto d = static_cast<size_t>(kept_dims[j]);
-                        base = b_.CreateAdd(base, b_.CreateMul(kidx[j], i64c(istride[d])));
-                        oa = b_.CreateAdd(oa, b_.CreateMul(kidx[j], i64c(ostride[d])));
-                    }
-                    llvm::Value* acc = loop_acc(i64c(product(reduced)), init, [&](llvm::Value* i, llvm::Value* a) {
-                        std::vector<llvm::Value*> ridx = unravel(i, reduced);
-                        llvm::Value* ia = base;
-                        for (size_t j = 0; j < ridx.size(); ++j)
-                            ia = b_.CreateAdd(ia, b_.CreateMul(ridx[j], i64c(istride[static_cast<size_t>(reduced_dims[j])])));
-                        return combine(a, convert(load_elem(xt, val_[x], ia), xt, xacc));
-                    });
-                    finish(acc, oa);
-                });
-                return;
-            }
+        // The host loop: every input element added into its result's accumulator, in
+        // row-major order.
+        auto host_reduce = [&] {
             llvm::Value* acc = call("meshrt_alloc", {dev_, i64c(n_out * 8)});
             loop(i64c(n_out), [&](llvm::Value* i) { b_.CreateStore(init, b_.CreateGEP(acc_ty, acc, i)); });
             loop_nest(in, [&](const std::vector<llvm::Value*>& idx) {
@@ -1241,7 +1215,77 @@ private:
             });
             loop(i64c(n_out), [&](llvm::Value* i) { finish(b_.CreateLoad(acc_ty, b_.CreateGEP(acc_ty, acc, i)), i); });
             call("meshrt_free", {dev_, acc});
+        };
+        // On the GPU: a thread per result element (and per chunk of its inputs, below),
+        // adding its inputs in row-major order.
+        std::vector<int64_t> kept, reduced, kept_dims, reduced_dims;
+        for (size_t d = 0; d < in.size(); ++d) {
+            bool red = std::find(op.ints.begin(), op.ints.end(), static_cast<int64_t>(d)) != op.ints.end();
+            (red ? reduced : kept).push_back(in[d]);
+            (red ? reduced_dims : kept_dims).push_back(static_cast<int64_t>(d));
+        }
+        int64_t n_red = product(reduced);
+        // Adds inputs lo .. hi-1 (row-major over the reduced dims) of the result element
+        // at kidx to `init`.
+        auto partial_sum = [&](const std::vector<llvm::Value*>& kidx, llvm::Value* lo, llvm::Value* hi) {
+            llvm::Value* base = i64c(0);
+            for (size_t j = 0; j < kidx.size(); ++j)
+                base = b_.CreateAdd(base, b_.CreateMul(kidx[j], i64c(istride[static_cast<size_t>(kept_dims[j])])));
+            return loop_acc(b_.CreateSub(hi, lo), init, [&](llvm::Value* i, llvm::Value* a) {
+                std::vector<llvm::Value*> ridx = unravel(b_.CreateAdd(lo, i), reduced);
+                llvm::Value* ia = base;
+                for (size_t j = 0; j < ridx.size(); ++j)
+                    ia = b_.CreateAdd(ia, b_.CreateMul(ridx[j], i64c(istride[static_cast<size_t>(reduced_dims[j])])));
+                return combine(a, convert(load_elem(xt, val_[x], ia), xt, xacc));
+            });
+        };
+        auto out_at = [&](const std::vector<llvm::Value*>& kidx) {
+            llvm::Value* oa = i64c(0);
+            for (size_t j = 0; j < kidx.size(); ++j)
+                oa = b_.CreateAdd(oa, b_.CreateMul(kidx[j], i64c(ostride[static_cast<size_t>(kept_dims[j])])));
+            return oa;
+        };
+        // Few results over many inputs (a loss, a norm) would leave the GPU nearly idle
+        // with a thread per result: each result's inputs are then cut into chunks of at
+        // least kReduceChunk, one thread each, and a second kernel adds each result's
+        // chunk sums in order. Rounding then follows the chunks (the host adds in one run).
+        constexpr int64_t kReduceChunk = 256, kReduceThreads = 65536;
+        int64_t chunks = 1;
+        if (gpu_ && n_out < kReduceThreads && n_red >= 2 * kReduceChunk)
+            chunks = std::min((n_red + kReduceChunk - 1) / kReduceChunk, (kReduceThreads + n_out - 1) / n_out);
+        std::string what = "reduce " + std::string(ir::reduce_name(op.reduce));
+        if (chunks == 1) {
+            offload(what, [&](bool gpu, const Nest& nest) {
+                if (!gpu) return host_reduce();
+                nest(kept, [&](const std::vector<llvm::Value*>& kidx) { finish(partial_sum(kidx, i64c(0), i64c(n_red)), out_at(kidx)); });
+            });
+            return;
+        }
+        int64_t per = (n_red + chunks - 1) / chunks;
+        llvm::Value* partials = call("meshrt_alloc", {dev_, i64c(n_out * chunks * 8)});
+        std::vector<int64_t> chunked = kept;
+        chunked.push_back(chunks);
+        offload(what + " (chunks)", [&](bool gpu, const Nest& nest) {
+            if (!gpu) return host_reduce();
+            nest(chunked, [&](const std::vector<llvm::Value*>& idx) {
+                std::vector<llvm::Value*> kidx(idx.begin(), idx.end() - 1);
+                llvm::Value* lo = b_.CreateMul(idx.back(), i64c(per));
+                llvm::Value* hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, i64c(per)), i64c(n_red));
+                llvm::Value* at = b_.CreateAdd(b_.CreateMul(out_at(kidx), i64c(chunks)), idx.back());
+                b_.CreateStore(partial_sum(kidx, lo, hi), b_.CreateGEP(acc_ty, partials, at));
+            });
         });
+        offload(what + " (chunk sums)", [&](bool gpu, const Nest& nest) {
+            if (!gpu) return;
+            nest({n_out}, [&](const std::vector<llvm::Value*>& o) {
+                llvm::Value* acc = loop_acc(i64c(chunks), init, [&](llvm::Value* c, llvm::Value* a) {
+                    llvm::Value* at = b_.CreateAdd(b_.CreateMul(o[0], i64c(chunks)), c);
+                    return combine(a, b_.CreateLoad(acc_ty, b_.CreateGEP(acc_ty, partials, at)));
+                });
+                finish(acc, o[0]);
+            });
+        });
+        call("meshrt_free", {dev_, partials});
     }
 
     void contract(const Op& op) {
