@@ -198,3 +198,71 @@ TEST_CASE("devices multiply concurrently with several BLAS threads each", "[star
     for (double e : err)
         CHECK(e == 0);
 }
+
+namespace {
+// A kernel's host copy as meshc emits it for the gpu-emulator: a grid-stride loop over
+// n elements; args[0] points to the output pointer, args[1] to n. Each element records
+// which emulated thread wrote it and how many threads there were.
+void emulated_kernel(void** args) {
+    int64_t* out = *static_cast<int64_t**>(args[0]);
+    const int64_t n = *static_cast<int64_t*>(args[1]);
+    for (int64_t i = meshrt_kernel_thread(); i < n; i += meshrt_kernel_threads())
+        out[i] += 1000 * meshrt_kernel_threads() + meshrt_kernel_thread() + 1;
+}
+} // namespace
+
+TEST_CASE("gpu-emulator runs a kernel's host copy once per emulated GPU thread", "[startup]") {
+    ChildResult r = run_in_child([] {
+        TestProgram prog({{"Pod", {"x"}, {2}}}, "prog");
+        int status = prog.run(
+            [](meshrt_device* dev) {
+                std::vector<int64_t> out(23, 0);
+                int64_t* data = out.data();
+                int64_t n = int64_t(out.size());
+                void* args[] = {&data, &n};
+                meshrt_launch(dev, "", "meshk_0", emulated_kernel, args, n);
+                int64_t empty = 0;
+                void* none[] = {&data, &empty};
+                meshrt_launch(dev, "", "meshk_1", emulated_kernel, none, 0); // nothing to do
+                if (meshrt_device_index(dev) == 0) {
+                    std::printf("offload %d outside %lld/%lld:", meshrt_offload(dev),
+                                static_cast<long long>(meshrt_kernel_thread()),
+                                static_cast<long long>(meshrt_kernel_threads()));
+                    for (int64_t v : out)
+                        std::printf(" %lld", static_cast<long long>(v));
+                    std::printf("\n");
+                }
+            },
+            {"--device=gpu-emulator"});
+        std::fflush(stdout);
+        _exit(status);
+    });
+    CHECK(r.exit_status == 0);
+    // Element i written once, by thread i % 7 of 7.
+    std::string want = "offload 1 outside 0/1:";
+    for (int i = 0; i < 23; ++i)
+        want += " " + std::to_string(7000 + i % 7 + 1);
+    CHECK(r.out == want + "\n");
+}
+
+TEST_CASE("a kernel launch on the CPU device fails the run naming the kernel", "[startup]") {
+    ChildResult r = run_in_child([] {
+        TestProgram prog({{"Pod", {"x"}, {1}}}, "prog");
+        int status = prog.run(
+            [](meshrt_device* dev) {
+                if (meshrt_offload(dev) != 0)
+                    std::printf("offload on the CPU device\n");
+                int64_t* data = nullptr;
+                int64_t n = 4;
+                void* args[] = {&data, &n};
+                meshrt_launch(dev, "", "meshk_3", emulated_kernel, args, n);
+            },
+            {});
+        std::fflush(stdout);
+        _exit(status);
+    });
+    CHECK(r.exit_status == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "error: device 0: GPU kernel meshk_3 launched without --device=cuda or "
+                   "gpu-emulator\n");
+}
