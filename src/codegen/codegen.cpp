@@ -1602,6 +1602,63 @@ private:
                       [&](const std::vector<llvm::Value*>& i) { add_to(v, i[0], load_elem(t, buffer, i[0])); });
         call("meshrt_free", {dev_, buffer});
     }
+    /// For every index idx of `out` and every k, adds contribution(idx, k) (in the
+    /// compute type of targets[k]) into the cotangent of targets[k] at the element idx
+    /// reads (broadcasting trailing-aligned). On the host: one loop nest over `out`. On
+    /// the GPU (--gpu): the targets of shape `out` in one kernel, a thread per element;
+    /// each broadcast target in a kernel of its own, a thread per target element adding
+    /// up the contributions of the elements that read it, so that no two threads add
+    /// into one element.
+    using Contribution = std::function<llvm::Value*(const std::vector<llvm::Value*>&, size_t)>;
+    void accumulate(const std::string& what, const std::vector<int64_t>& out, const std::vector<ValueId>& targets,
+                    const Contribution& contribution) {
+        auto host = [&](const std::vector<size_t>& ks) {
+            loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
+                for (size_t k : ks) add_to(targets[k], linear(idx, broadcast_strides(targets[k], out)), contribution(idx, k));
+            });
+        };
+        std::vector<size_t> full, all;
+        for (size_t k = 0; k < targets.size(); ++k) {
+            all.push_back(k);
+            if (lshape(targets[k]) == out) full.push_back(k);
+        }
+        if (!gpu_ || full.size() == targets.size()) {
+            data_parallel(what, out, [&](const std::vector<llvm::Value*>& idx) {
+                for (size_t k : all) add_to(targets[k], linear(idx, broadcast_strides(targets[k], out)), contribution(idx, k));
+            }, full.size() == targets.size());
+            return;
+        }
+        if (!full.empty()) data_parallel(what, out, [&](const std::vector<llvm::Value*>& idx) {
+            for (size_t k : full) add_to(targets[k], linear(idx, broadcast_strides(targets[k], out)), contribution(idx, k));
+        });
+        for (size_t k = 0; k < targets.size(); ++k) {
+            if (lshape(targets[k]) == out) continue;
+            ValueId x = targets[k];
+            auto xs = broadcast_strides(x, out);
+            std::vector<int64_t> kshape, rshape;
+            std::vector<size_t> kd, rd;
+            for (size_t d = 0; d < out.size(); ++d) {
+                (xs[d] ? kshape : rshape).push_back(out[d]);
+                (xs[d] ? kd : rd).push_back(d);
+            }
+            offload(what + " (broadcast operand)", [&](bool gpu, const Nest& nest) {
+                if (!gpu) return host({k});
+                nest(kshape, [&](const std::vector<llvm::Value*>& kidx) {
+                    std::vector<llvm::Value*> idx(out.size(), i64c(0));
+                    for (size_t j = 0; j < kd.size(); ++j) idx[kd[j]] = kidx[j];
+                    llvm::Value* at = linear(idx, xs);
+                    llvm::Value* zero = llvm::ConstantFP::get(compute(dt(x)), 0.0);
+                    llvm::Value* sum = loop_acc(i64c(product(rshape)), zero, [&](llvm::Value* i, llvm::Value* a) {
+                        std::vector<llvm::Value*> ridx = unravel(i, rshape);
+                        std::vector<llvm::Value*> full_idx = idx;
+                        for (size_t j = 0; j < rd.size(); ++j) full_idx[rd[j]] = ridx[j];
+                        return b_.CreateFAdd(a, contribution(full_idx, k));
+                    });
+                    add_to(x, at, sum);
+                });
+            });
+        }
+    }
     bool differentiable(ValueId v) const { return active_[v] && is_float(dt(v)); }
     llvm::Value* linear(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& strides) {
         llvm::Value* at = i64c(0);
@@ -1735,28 +1792,25 @@ private:
                 if (differentiable(v)) ct(v);
             }
         }
-        // An element-wise adjoint writes each cotangent element once unless an operand is
-        // broadcast (then several output elements add into one of its elements).
-        bool unbroadcast = true;
-        if (op.kind == OpKind::Elementwise) {
-            for (ValueId v : op.operands) unbroadcast = unbroadcast && (!differentiable(v) || lshape(v) == lshape(y));
-        }
         switch (op.kind) {
         case OpKind::Elementwise: {
             if (op.ew == Ew::Select) {
                 const auto& out = lshape(y);
                 auto cs = broadcast_strides(op.operands[0], out);
-                data_parallel("adjoint select", out, [&](const std::vector<llvm::Value*>& idx) {
+                std::vector<ValueId> targets;
+                std::vector<size_t> which;
+                for (size_t i = 1; i < 3; ++i) {
+                    if (!differentiable(op.operands[i])) continue;
+                    targets.push_back(op.operands[i]);
+                    which.push_back(i);
+                }
+                accumulate("adjoint select", out, targets, [&](const std::vector<llvm::Value*>& idx, size_t k) {
                     llvm::Value* g = load_elem(dt(y), ct_[y], linear(idx, strides_of(out)));
                     llvm::Value* c = convert(load_elem(dt(op.operands[0]), val_[op.operands[0]], linear(idx, cs)), dt(op.operands[0]), DType::Bool);
-                    for (size_t i = 1; i < 3; ++i) {
-                        ValueId x = op.operands[i];
-                        if (!differentiable(x)) continue;
-                        llvm::Value* zero = llvm::ConstantFP::get(g->getType(), 0.0);
-                        llvm::Value* part = i == 1 ? b_.CreateSelect(c, g, zero) : b_.CreateSelect(c, zero, g);
-                        add_to(x, linear(idx, broadcast_strides(x, out)), convert(part, dt(y), dt(x)));
-                    }
-                }, unbroadcast);
+                    llvm::Value* zero = llvm::ConstantFP::get(g->getType(), 0.0);
+                    llvm::Value* part = which[k] == 1 ? b_.CreateSelect(c, g, zero) : b_.CreateSelect(c, zero, g);
+                    return convert(part, dt(y), dt(targets[k]));
+                });
                 return;
             }
             if (!is_float(dt(y))) return;
@@ -1764,7 +1818,14 @@ private:
             auto ost = strides_of(out);
             DType ctt = dt(y) == DType::F64 ? DType::F64 : DType::F32;
             llvm::Type* ty = compute(ctt);
-            data_parallel(std::string("adjoint ") + std::string(ir::ew_name(op.ew)), out, [&](const std::vector<llvm::Value*>& idx) {
+            std::vector<ValueId> targets;
+            std::vector<size_t> which;
+            for (size_t i = 0; i < op.operands.size(); ++i) {
+                if (!differentiable(op.operands[i])) continue;
+                targets.push_back(op.operands[i]);
+                which.push_back(i);
+            }
+            accumulate("adjoint " + std::string(ir::ew_name(op.ew)), out, targets, [&](const std::vector<llvm::Value*>& idx, size_t k) {
                 llvm::Value* at = linear(idx, ost);
                 llvm::Value* g = convert(load_elem(dt(y), ct_[y], at), dt(y), ctt);
                 llvm::Value* r = convert(load_elem(dt(y), val_[y], at), dt(y), ctt);
@@ -1774,21 +1835,16 @@ private:
                     a.push_back(convert(x, dt(v), is_float(dt(v)) ? ctt : DType::F64));
                 }
                 for (auto& x : a) x = x->getType() == ty ? x : b_.CreateFPCast(x, ty);
-                for (size_t i = 0; i < op.operands.size(); ++i) {
-                    ValueId x = op.operands[i];
-                    if (!differentiable(x)) continue;
-                    llvm::Value* d = b_.CreateFMul(g, derivative(op.ew, i, a, r, ty));
-                    add_to(x, linear(idx, broadcast_strides(x, out)), convert(d, ctt, dt(x)));
-                }
-            }, unbroadcast);
+                llvm::Value* d = b_.CreateFMul(g, derivative(op.ew, which[k], a, r, ty));
+                return convert(d, ctt, dt(targets[k]));
+            });
             return;
         }
         case OpKind::Broadcast: {
             ValueId x = op.operands[0];
             const auto& out = lshape(y);
-            auto xs = broadcast_strides(x, out);
-            loop_nest(out, [&](const std::vector<llvm::Value*>& idx) {
-                add_to(x, linear(idx, xs), convert(load_elem(dt(y), ct_[y], linear(idx, strides_of(out))), dt(y), dt(x)));
+            accumulate("adjoint broadcast", out, {x}, [&](const std::vector<llvm::Value*>& idx, size_t) {
+                return convert(load_elem(dt(y), ct_[y], linear(idx, strides_of(out))), dt(y), dt(x));
             });
             return;
         }

@@ -349,6 +349,12 @@ private:
                             fmt::join(shape, ", ")));
             return;
         }
+        bool logical = op.ew == Ew::Eq || op.ew == Ew::Ne || op.ew == Ew::Lt || op.ew == Ew::Le || op.ew == Ew::Gt ||
+                       op.ew == Ew::Ge || op.ew == Ew::And || op.ew == Ew::Or || op.ew == Ew::Not;
+        if (logical && r.dtype != ast::DType::Bool) {
+            bad(fmt::format("a comparison's result must be bool, not {}", ast::dtype_name(r.dtype)));
+            return;
+        }
         if (!same_mesh(op, bad)) return;
         const Mesh* mesh = mesh_of(r);
         // Splits agree (rule 5): an operand's dim of full size is split like the result's.

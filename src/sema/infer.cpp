@@ -2215,8 +2215,10 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     t.layout = result;
     ValueId v = emit(std::move(op), std::move(t), std::move(names));
     flexible_[v] = all_flexible && std::any_of(operands.begin(), operands.end(), [&](ValueId o) { return flexible_[o]; });
+    // A result of weakly typed operands is weak too (context may still choose its element
+    // type), except a comparison's: it is bool whatever its operands are.
     bool all_weak = std::all_of(operands.begin(), operands.end(), [&](ValueId o) { return weak_[o]; });
-    weak_[v] = all_weak;
+    weak_[v] = all_weak && !is_comparison(ew);
     return v;
 }
 
@@ -3019,8 +3021,14 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ValueId x = lower_expr(*pos[0]);
         DType to = dtype_arg(*pos[1]);
         if (weak_[x]) {
-            settle_dtype(x, to);
-            return x;
+            // A literal or a creation written in place takes the target type (no cast op
+            // remains); a named one (`let r = random_normal(..)`, used elsewhere too)
+            // keeps its default element type and is converted.
+            if (pos[0]->kind != ExprKind::Name) {
+                settle_dtype(x, to);
+                return x;
+            }
+            settle_dtype(x, type(x).dtype);
         }
         ValueId v = elementwise(ir::Ew::Cast, {x}, call.span);
         f_.types[v].dtype = to;
