@@ -780,8 +780,7 @@ private:
             auto axes = spmd::group_axes(*fn_, op);
             int64_t len = lshape(r)[static_cast<size_t>(op.dim)];
             llvm::Value* start = b_.CreateMul(piece(gtype(x).mesh, axes), i64c(len));
-            call("meshrt_slice", {dev_, i32c(static_cast<int>(dt(x))), val_[x], i32c(static_cast<int64_t>(lshape(x).size())),
-                                  i64_array(lshape(x)), i32c(op.dim), start, i64c(len), val_[r]});
+            slice(x, r, static_cast<size_t>(op.dim), start, len);
             return;
         }
         case OpKind::MakePartial: return make_partial(op);
@@ -799,8 +798,7 @@ private:
         case OpKind::Slice: {
             ValueId x = op.operands[0], r = op.results[0];
             val_[r] = alloc(r);
-            call("meshrt_slice", {dev_, i32c(static_cast<int>(dt(x))), val_[x], i32c(static_cast<int64_t>(lshape(x).size())),
-                                  i64_array(lshape(x)), i32c(op.dim), i64c(op.ints[0]), i64c(op.ints[1]), val_[r]});
+            slice(x, r, static_cast<size_t>(op.dim), i64c(op.ints[0]), op.ints[1]);
             return;
         }
         case OpKind::Concat: {
@@ -808,17 +806,41 @@ private:
             val_[r] = alloc(r);
             int64_t offset = 0;
             int64_t total = lshape(r)[static_cast<size_t>(op.dim)];
+            auto d = static_cast<size_t>(op.dim);
             for (ValueId p : op.operands) {
-                call("meshrt_concat_part", {dev_, i32c(static_cast<int>(dt(p))), val_[p], i32c(static_cast<int64_t>(lshape(p).size())),
-                                            i64_array(lshape(p)), i32c(op.dim), i64c(total), i64c(offset), val_[r]});
-                offset += lshape(p)[static_cast<size_t>(op.dim)];
+                offload("concat", [&](bool gpu, const Nest& nest) {
+                    if (!gpu) {
+                        call("meshrt_concat_part", {dev_, i32c(static_cast<int>(dt(p))), val_[p], i32c(static_cast<int64_t>(lshape(p).size())),
+                                                    i64_array(lshape(p)), i32c(op.dim), i64c(total), i64c(offset), val_[r]});
+                        return;
+                    }
+                    nest(lshape(p), [&](const std::vector<llvm::Value*>& idx) {
+                        std::vector<llvm::Value*> at = idx;
+                        at[d] = b_.CreateAdd(idx[d], i64c(offset));
+                        store_elem(dt(r), val_[r], linear(at, strides_of(lshape(r))), load_elem(dt(p), val_[p], linear(idx, strides_of(lshape(p)))));
+                    });
+                });
+                offset += lshape(p)[d];
             }
             return;
         }
         case OpKind::OneHot: {
             ValueId ids = op.operands[0], r = op.results[0];
             val_[r] = alloc(r);
-            call("meshrt_one_hot", {dev_, i32c(static_cast<int>(dt(ids))), val_[ids], i64c(product(lshape(ids))), i64c(op.ints[0]), val_[r]});
+            int64_t n = product(lshape(ids)), classes = op.ints[0];
+            MESHC_ASSERT(product(lshape(r)) == n * classes, "one_hot's classes are not split");
+            offload("one_hot", [&](bool gpu, const Nest& nest) {
+                if (!gpu) {
+                    call("meshrt_one_hot", {dev_, i32c(static_cast<int>(dt(ids))), val_[ids], i64c(n), i64c(classes), val_[r]});
+                    return;
+                }
+                nest({n, classes}, [&](const std::vector<llvm::Value*>& idx) {
+                    llvm::Value* id = convert(load_elem(dt(ids), val_[ids], idx[0]), dt(ids), DType::I64);
+                    llvm::Value* hot = b_.CreateICmpEQ(id, idx[1]);
+                    store_elem(DType::F32, val_[r], b_.CreateAdd(b_.CreateMul(idx[0], i64c(classes)), idx[1]),
+                               b_.CreateSelect(hot, llvm::ConstantFP::get(f32_, 1.0), llvm::ConstantFP::get(f32_, 0.0)));
+                });
+            });
             return;
         }
         case OpKind::Embedding: {
@@ -843,6 +865,22 @@ private:
         case OpKind::If: return if_op(op);
         case OpKind::Grad: return grad_op(op);
         }
+    }
+
+    /// r = x[..., start:start+len, ...] along dim d.
+    void slice(ValueId x, ValueId r, size_t d, llvm::Value* start, int64_t len) {
+        offload("slice", [&](bool gpu, const Nest& nest) {
+            if (!gpu) {
+                call("meshrt_slice", {dev_, i32c(static_cast<int>(dt(x))), val_[x], i32c(static_cast<int64_t>(lshape(x).size())),
+                                      i64_array(lshape(x)), i32c(static_cast<int64_t>(d)), start, i64c(len), val_[r]});
+                return;
+            }
+            nest(lshape(r), [&](const std::vector<llvm::Value*>& idx) {
+                std::vector<llvm::Value*> at = idx;
+                at[d] = b_.CreateAdd(idx[d], start);
+                store_elem(dt(r), val_[r], linear(idx, strides_of(lshape(r))), load_elem(dt(x), val_[x], linear(at, strides_of(lshape(x)))));
+            });
+        });
     }
 
     /// make_partial over axes A: the global value becomes the sum over A of the pieces.
