@@ -146,12 +146,15 @@ def run(cmd, cwd=None, what=None):
     return p.stdout
 
 
+BUILD_FLAGS = []   # --build-flag: extra `meshc build` options (e.g. --gpu)
+
+
 def build(meshc, tmp, name, source):
     src = os.path.join(tmp, name + ".msh")
     with open(src, "w") as f:
         f.write(source)
     exe = os.path.join(tmp, name)
-    run([meshc, "build", "-O2", src, "-o", exe], what="meshc build")
+    run([meshc, "build", "-O2", src, "-o", exe] + BUILD_FLAGS, what="meshc build")
     return src, exe
 
 
@@ -422,7 +425,11 @@ def main():
     ap.add_argument("--write-baseline", metavar="FILE")
     ap.add_argument("--check-baseline", metavar="FILE")
     ap.add_argument("--tolerance", type=float, default=0.3)
+    ap.add_argument("--build-flag", action="append", default=[], metavar="FLAG",
+                    help="pass FLAG to `meshc build` too (repeatable), e.g. --build-flag=--gpu: "
+                         "the same benchmarks for a program that also carries GPU kernels")
     args = ap.parse_args()
+    BUILD_FLAGS.extend(args.build_flag)
     if args.smoke and (args.write_baseline or args.check_baseline):
         ap.error("--smoke sizes are not comparable with a baseline")
     meshc = os.path.abspath(args.meshc)
