@@ -371,6 +371,15 @@ private:
         llvm::Type* ty = compute(t);
         if (t == DType::Bool) return llvm::ConstantInt::get(i1_, x != 0);
         if (is_int(t)) return llvm::ConstantInt::get(ty, static_cast<uint64_t>(static_cast<int64_t>(x)), true);
+        if (t == DType::F16 || t == DType::BF16) {
+            // A literal that meets a 16-bit float tensor is rounded to its type first (as
+            // NumPy and JAX do), then computed with in f32 like the tensor's elements.
+            llvm::APFloat f(x);
+            bool lost = false;
+            f.convert(t == DType::F16 ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven, &lost);
+            f.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &lost);
+            return llvm::ConstantFP::get(ctx_, f);
+        }
         return llvm::ConstantFP::get(ty, x);
     }
 
@@ -2437,7 +2446,7 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
         // The GPU regions become kernels; their PTX is a constant of the host program.
         std::vector<gpu::Kernel> kernels = gpu::outline(*mod, generator.regions(), generator.image());
         if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR after outlining: " + problems, __FILE__, __LINE__);
-        std::string ptx = kernels.empty() ? std::string("// meshc: no GPU kernels\n")
+        std::string ptx = kernels.empty() ? fmt::format("//\n// meshc: no GPU kernels\n//\n.version 8.0\n.target {}\n.address_size 64\n", options.gpu_arch)
                                           : gpu::compile_ptx(*mod, kernels, options.gpu_arch, options.opt_level);
         if (kind == EmitKind::Ptx) return ptx;
         if (llvm::GlobalVariable* placeholder = generator.image()) {

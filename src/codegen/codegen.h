@@ -54,4 +54,9 @@ const ir::Op* first_unsupported(const ir::Module& module, std::string& what);
 /// returns false with the driver's output in `error`.
 bool link_executable(const std::string& object, const std::string& output, std::string& error);
 
+/// What identifies the compiler and runtime that build a program (the meshc executable's
+/// and libmeshrt's sizes and modification times): part of `meshc run`'s cache key, so a
+/// rebuilt meshc never reuses executables its predecessor made.
+std::string toolchain_identity();
+
 }  // namespace meshc::codegen

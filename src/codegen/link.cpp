@@ -9,6 +9,8 @@
 
 #include "codegen/codegen.h"
 
+#include <sys/stat.h>
+
 namespace meshc::codegen {
 
 namespace {
@@ -29,6 +31,20 @@ std::string runtime_library() {
 }
 
 }  // namespace
+
+std::string toolchain_identity() {
+    std::string id;
+    for (const std::string& path : {std::string("/proc/self/exe"), runtime_library()}) {
+        struct stat st {};
+        if (stat(path.c_str(), &st) == 0) {
+            id += fmt::format("{}:{}:{}.{};", path, static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
+                              static_cast<long long>(st.st_mtim.tv_nsec));
+        } else {
+            id += path + ":?;";
+        }
+    }
+    return id;
+}
 
 bool link_executable(const std::string& object, const std::string& output, std::string& error) {
     std::string command = fmt::format("{} {} {} {} -o {} {} 2>&1", MESHC_LINKER, MESHC_LINK_FLAGS, quote(object),

@@ -239,6 +239,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
         key += fmt::format("O{} {} {} {}", options.opt_level, fmt::join(options.meshes, ";"), MESHC_VERSION,
                            options.gpu ? options.gpu_arch : "host");
+        key += codegen::toolchain_identity();
         std::string dir = cache_dir();
         if (!make_dirs(dir)) {
             diags.emit(DiagCode::E0704, {}, fmt::format("cannot create the build cache `{}`: {}", dir, std::strerror(errno)));

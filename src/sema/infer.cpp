@@ -665,9 +665,14 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
 // ---------------------------------------------------------------- layouts
 
 void FunctionBuilder::settle_dtype(ValueId v, DType dtype) {
+    auto [list, index] = producer_[v];
+    if (list && (*list)[index].kind == ir::OpKind::Constant && weak_[v] && is_float(f_.types[v].dtype) &&
+        !is_float(dtype) && dtype != DType::Bool) {
+        // `q + 0.5 * iota(..)` with an integer q: the chain becomes integer, the literal cannot.
+        fail(DiagCode::E0308, (*list)[index].span, fmt::format("a float literal meets a {} value", dtype_name(dtype)));
+    }
     f_.types[v].dtype = dtype;
     weak_[v] = false;
-    auto [list, index] = producer_[v];
     if (!list) return;
     const ir::Op& op = (*list)[index];
     if (op.kind != ir::OpKind::Elementwise || op.ew == ir::Ew::Cast) return;
@@ -1428,6 +1433,11 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
                                                     const Expr* tail, const AggType* rt) {
     auto finish = [&](const Expr* value, Span span) -> std::optional<Val> {
         if (!value) return std::nullopt;
+        if (!rt && value->kind == ExprKind::If) {
+            // A function without a result ending in `if`: a statement (no branch values).
+            lower_if(*value, /*as_value=*/false);
+            return std::nullopt;
+        }
         if (rt && rt->kind == AggType::Tensor) {
             expected_ = &rt->tensor;
             expected_span_ = value->span;
@@ -1756,7 +1766,11 @@ Val FunctionBuilder::lower_block_value(const Block& b, bool as_value) {
     }
     Val v;
     v.id = ir::kNoValue;
-    if (b.tail) {
+    if (b.tail && !as_value && b.tail->kind == ExprKind::If) {
+        // `if` closing a block whose value nobody uses (a loop body, a unit function) is
+        // a statement: its branches need no value (Rust's rule).
+        lower_if(*b.tail, /*as_value=*/false);
+    } else if (b.tail) {
         statement_call_ = as_value ? nullptr : b.tail;
         v = eval(*b.tail);
         statement_call_ = nullptr;
@@ -1985,10 +1999,14 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     for (size_t i = first_data; i < operands.size(); ++i) {
         if (weak_[operands[i]] && dtype) {
             DType lit = type(operands[i]).dtype;
-            if (lit == DType::F32 && !is_float(*dtype)) {
+            bool literal = !producer_[operands[i]].first ||
+                           (*producer_[operands[i]].first)[producer_[operands[i]].second].kind == ir::OpKind::Constant;
+            // A float literal cannot become an integer (`n + 0.5`); a creation can
+            // (`n + iota([8], axis: 0)`: its element type comes from context).
+            if (literal && lit == DType::F32 && !is_float(*dtype)) {
                 fail(DiagCode::E0308, span, fmt::format("a float literal meets a {} value", dtype_name(*dtype)));
             }
-            if (producer_[operands[i]].first && (*producer_[operands[i]].first)[producer_[operands[i]].second].kind != ir::OpKind::Constant) {
+            if (!literal) {
                 settle_dtype(operands[i], *dtype);  // a creation (or a chain of them): typed from here on
             } else {
                 f_.types[operands[i]].dtype = *dtype;
@@ -2065,7 +2083,8 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             bool keep = false;
             if (is_linear(ew)) {
                 keep = true;
-            } else if (ew == ir::Ew::Mul || ew == ir::Ew::Div) {
+            } else if (ew == ir::Ew::Mul || (ew == ir::Ew::Div && dtype && is_float(*dtype))) {
+                // (Integer `/` floors: it does not distribute over the pending sum.)
                 int partial_count = 0;
                 for (ValueId o : operands) partial_count += type(o).layout.partial ? 1 : 0;
                 keep = partial_count == 1 && (ew == ir::Ew::Mul || type(operands[0]).layout.partial);
@@ -2231,7 +2250,14 @@ ValueId FunctionBuilder::matmul(ValueId a, ValueId b, Span span) {
     if (ra == 1 && rb == 1) spec = "k,k->";
     else if (ra == 1 && rb == 2) spec = "k,kn->n";
     else if (ra == 2 && rb == 1) spec = "mk,k->m";
-    else if (ra >= 2 && rb >= 2 && std::max(ra, rb) - 2 <= batch.size()) {
+    else if (ra == 1 && rb > 2 && rb - 2 <= batch.size()) {
+        // NumPy: the vector is a [1, k] matrix against each matrix of the batch; the 1 is dropped.
+        std::string bb = batch.substr(0, rb - 2);
+        spec = "k," + bb + "kn->" + bb + "n";
+    } else if (ra > 2 && rb == 1 && ra - 2 <= batch.size()) {
+        std::string ba = batch.substr(0, ra - 2);
+        spec = ba + "mk,k->" + ba + "m";
+    } else if (ra >= 2 && rb >= 2 && std::max(ra, rb) - 2 <= batch.size()) {
         // NumPy batching: batch dims align from the right; a missing dim or one of size 1
         // broadcasts (that operand drops the dim: a reshape, never communication).
         size_t nb = std::max(ra, rb) - 2;
@@ -3024,7 +3050,10 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             // A literal or a creation written in place takes the target type (no cast op
             // remains); a named one (`let r = random_normal(..)`, used elsewhere too)
             // keeps its default element type and is converted.
-            if (pos[0]->kind != ExprKind::Name) {
+            // (A float value is converted to an integer, never reinterpreted as one:
+            // `cast(-2.5, i32)` is a cast of the f32 value.)
+            bool float_to_int = is_float(type(x).dtype) && !is_float(to) && to != DType::Bool;
+            if (pos[0]->kind != ExprKind::Name && !float_to_int) {
                 settle_dtype(x, to);
                 return x;
             }
@@ -3046,6 +3075,15 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             for (size_t d = 0; d < type(x).rank(); ++d) dims.push_back(static_cast<int64_t>(d));
         }
         ir::ReduceKind kind = b == Builtin::sum ? ir::ReduceKind::Sum : b == Builtin::mean ? ir::ReduceKind::Mean : ir::ReduceKind::Max;
+        DType xt = type(x).dtype;
+        if (b == Builtin::mean && (xt == DType::I32 || xt == DType::I64) && !weak_[x]) {
+            // An integer mean is the sum floor-divided by the count (as `/` divides
+            // integers): the sum is completed first, so every mesh gives the same value.
+            int64_t count = 1;
+            for (int64_t d : dims) count *= type(x).shape[static_cast<size_t>(d)];
+            ValueId total = reduce(ir::ReduceKind::Sum, x, dims, false, call.span);
+            return elementwise(ir::Ew::Div, {total, constant(static_cast<double>(count), xt, true, call.span)}, call.span);
+        }
         return reduce(kind, x, dims, false, call.span);
     }
     case Builtin::softmax:
