@@ -3273,14 +3273,44 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
             total += t.shape[d];
         }
-        // The leading part decides the layout; dim d is unsplit; pending sums are reduced.
+        // The parts meet in one layout with dim d unsplit: the cheapest of the parts' own
+        // layouts and the layout the result is wanted in (each with dim d cleared), counting
+        // every part's coercion and the result's conversion to what its consumer wants
+        // (ties: the earlier candidate, the first part's first). Pending sums are reduced.
         int32_t mesh = -1;
         for (ValueId p : parts) mesh = std::max(mesh, type(p).mesh);
-        Layout lead = Layout::replicated(first.rank());
+        std::vector<int64_t> rshape = first.shape;
+        rshape[d] = total;
+        bool wanted = expected_ && expected_->mesh == mesh && mesh >= 0 && key_of(expected_span_) == key_of(call.span) &&
+                      expected_->shape == rshape;
+        std::vector<Layout> candidates;
         for (ValueId p : parts) {
-            if (!flexible_[p] && type(p).mesh >= 0) {
-                lead = type(p).layout;
-                break;
+            if (!flexible_[p] && type(p).mesh >= 0) candidates.push_back(type(p).layout);
+        }
+        if (wanted) candidates.push_back(expected_->layout);
+        if (candidates.empty()) candidates.push_back(Layout::replicated(first.rank()));
+        Layout lead = candidates[0];
+        double best = std::numeric_limits<double>::infinity();
+        for (Layout c : candidates) {
+            c.dims[d].clear();
+            c.partial = 0;
+            double cost = 0;
+            for (ValueId p : parts) {
+                if (flexible_[p] || type(p).mesh < 0) continue;
+                Layout want = c;
+                want.partial = type(p).layout.partial;
+                cost += coercion_cost(p, mesh, want);
+            }
+            if (wanted) {
+                TensorType result = first;
+                result.shape = rshape;
+                result.mesh = mesh;
+                result.layout = c;
+                cost += coercion_cost_from(result, expected_->layout);
+            }
+            if (cost < best) {
+                best = cost;
+                lead = c;
             }
         }
         lead.dims[d].clear();
