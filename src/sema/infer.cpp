@@ -3092,6 +3092,12 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ValueId x = lower_expr(*pos[0]);
         const Expr* axis = named_arg("axis");
         int64_t d = axis ? axis_arg(*axis, x) : static_cast<int64_t>(type(x).rank()) - 1;
+        // The max needs x summed: sum it once here, so that x - max and exp use the
+        // summed value too (else x - max would stay pending and be summed again).
+        if (type(x).layout.partial) {
+            x = reduce_partial(x, type(x).layout.partial, call.span,
+                               fmt::format("`{}` needs the summed value", builtin_info(b).name));
+        }
         ValueId m = reduce(ir::ReduceKind::Max, x, {d}, true, call.span);
         ValueId shifted = elementwise(ir::Ew::Sub, {x, m}, call.span);
         ValueId e = elementwise(ir::Ew::Exp, {shifted}, call.span);
