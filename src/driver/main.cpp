@@ -192,6 +192,15 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
             .note("`meshc check` and `meshc explain` accept this program; only `build` and `run` need the back end");
         return 1;
     }
+    for (const ir::Function& fn : gir.functions) {
+        if (fn.name != "main" || !fn.instance.empty() || (fn.params.empty() && fn.results.empty())) continue;
+        diags.emit(DiagCode::E0702, fn.span,
+                   fmt::format("`fn main` is the program's entry: it takes no parameters and returns nothing (this one {})",
+                               !fn.params.empty() ? fmt::format("takes {} parameter{}", fn.params.size(), fn.params.size() == 1 ? "" : "s")
+                                                  : "returns a value"))
+            .note("read inputs with `load` and write results with `save` or `print`");
+        return 1;
+    }
     auto local = timer.run("spmd", [&] { return spmd::partition(gir); });
     auto problems = spmd::verify(local);
     if (!problems.empty()) {
@@ -250,6 +259,18 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         if (access(output.c_str(), X_OK) == 0) return 0;  // built before
     }
     if (output.empty()) output = options.emit == "obj" ? cg.program_name + ".o" : cg.program_name;
+    // Never write the executable over a source file (`-o model.msh`).
+    struct stat out_st {};
+    if (stat(output.c_str(), &out_st) == 0) {
+        for (FileId f = 0; f < sources.file_count(); ++f) {
+            struct stat src_st {};
+            if (stat(sources.path(f).c_str(), &src_st) == 0 && src_st.st_dev == out_st.st_dev && src_st.st_ino == out_st.st_ino) {
+                diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: it is the source file `{}`", output, sources.path(f)))
+                    .note("name the executable with `-o`, e.g. `-o model`");
+                return 1;
+            }
+        }
+    }
     std::string object;
     if (!generate(codegen::EmitKind::Obj, object)) return 1;
     std::string object_path = options.emit == "obj" ? output : output + fmt::format(".{}.o", getpid());

@@ -514,6 +514,15 @@ void FunctionBuilder::fail(DiagCode code, Span span, std::string message,
 }
 
 ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names) {
+    // Every size, byte count and index of a tensor must fit 64 bits with room to spare.
+    uint64_t bytes = ir::dtype_bytes(type.dtype);
+    for (int64_t d : type.shape) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62)) {
+            fail(DiagCode::E0312, op.span,
+                 fmt::format("a tensor of shape {} and element type {} is too large (more than 2^62 bytes)", shape_string(type.shape),
+                             dtype_name(type.dtype)));
+        }
+    }
     ValueId v = f_.add_value(std::move(type));
     op.results = {v};
     flexible_.push_back(false);
@@ -846,8 +855,13 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
     }
     if (t.mesh >= 0 && t.mesh != target.mesh) place(v, target.mesh, span);  // reports E0405
     if (flexible_[v]) {
-        fix_layout(v, target.mesh, target.layout);
-        return v;
+        // A creation is made in the target's layout; a pending sum it must be is then one
+        // make_partial (each device cannot hold the whole value as its share of a sum).
+        Layout plain = target.layout;
+        plain.partial = 0;
+        fix_layout(v, target.mesh, plain);
+        if (!target.layout.partial) return v;
+        return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
     }
     v = place(v, target.mesh, span, /*scalars_too=*/true);
     return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
@@ -3349,6 +3363,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         want(2, 2);
         ValueId ids = lower_expr(*pos[0]);
         int64_t n = int_arg(*pos[1]);
+        if (n < 1) fail(DiagCode::E0307, pos[1]->span, fmt::format("`one_hot` into {} classes; sizes are at least 1", n));
         if (weak_[ids]) settle_dtype(ids, DType::I64);
         if (type(ids).dtype != DType::I32 && type(ids).dtype != DType::I64) {
             fail(DiagCode::E0308, pos[0]->span, fmt::format("`one_hot` takes integer ids, found {}", type_str(type(ids))));
