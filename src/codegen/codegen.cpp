@@ -2285,8 +2285,16 @@ private:
             val_[v] = alloc(v);
             b_.CreateMemCpy(val_[v], llvm::MaybeAlign(8), slot(res, 0), llvm::MaybeAlign(8), lbytes);
         }
-        // Seed: 1/N on each of the N devices that hold the loss.
+        // Seed: 1/N on each of the N devices that hold a copy of the loss. A loss that is a
+        // pending sum over axes P is held by each P-group once (its pieces add up to it), so
+        // N counts the devices over the other axes only.
         int64_t holders = lt.mesh < 0 ? lm_.device_count : gm_.meshes[static_cast<size_t>(lt.mesh)].device_count();
+        if (lt.mesh >= 0) {
+            const sema::Mesh& lm = gm_.meshes[static_cast<size_t>(lt.mesh)];
+            for (size_t a = 0; a < lm.axes.size(); ++a) {
+                if (lt.layout.partial & sema::axis_bit(a)) holders /= lm.axes[a].size;
+            }
+        }
         llvm::Value* seed = call("meshrt_alloc", {dev_, i64c(lbytes)});
         store_elem(lt.dtype, seed, i64c(0), const_of(lt.dtype, 1.0 / static_cast<double>(holders)));
         llvm::Value* ct_in = ptr_array({seed}, 1);
@@ -2310,15 +2318,35 @@ private:
                     if (gm_.meshes[m].device_count() == lm_.device_count) mesh = static_cast<int32_t>(m);
                 }
             }
+            // A parameter that is a pending sum over axes P: each piece's cotangent is the
+            // whole dL/dV; the gradient (pending over P too) keeps it on the devices at
+            // coordinate 0 of P and zeros elsewhere, so that its pieces sum to dL/dV.
             std::vector<int32_t> axes;
+            sema::AxisSet partial = t.mesh >= 0 ? t.layout.partial : 0;
             if (mesh >= 0) {
                 sema::AxisSet split = t.mesh >= 0 ? t.layout.split_axes() : 0;
                 for (size_t a = 0; a < gm_.meshes[static_cast<size_t>(mesh)].axes.size(); ++a) {
-                    if (!(split & sema::axis_bit(a)) && gm_.meshes[static_cast<size_t>(mesh)].axes[a].size > 1) axes.push_back(static_cast<int32_t>(a));
+                    if (!(split & sema::axis_bit(a)) && !(partial & sema::axis_bit(a)) && gm_.meshes[static_cast<size_t>(mesh)].axes[a].size > 1)
+                        axes.push_back(static_cast<int32_t>(a));
                 }
             }
+            auto keep_share = [&](ValueId v) {
+                if (!partial) return;
+                llvm::Value* keep = b_.getTrue();
+                for (size_t a = 0; a < gm_.meshes[static_cast<size_t>(t.mesh)].axes.size(); ++a) {
+                    if (partial & sema::axis_bit(a)) keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(t.mesh, static_cast<int32_t>(a)), i64c(0)));
+                }
+                auto* clear = llvm::BasicBlock::Create(ctx_, "share", llfn_);
+                auto* join = llvm::BasicBlock::Create(ctx_, "shared", llfn_);
+                b_.CreateCondBr(keep, join, clear);
+                b_.SetInsertPoint(clear);
+                zero(v, val_[v]);
+                b_.CreateBr(join);
+                b_.SetInsertPoint(join);
+            };
             if (axes.empty()) {
                 val_[out] = g;
+                keep_share(out);
                 continue;
             }
             val_[out] = alloc(out);
@@ -2328,6 +2356,7 @@ private:
                                            i32c(static_cast<int>(dt(out))), i32c(0), g, target, i64c(product(lshape(out)))});
             }, [&] { b_.CreateMemCpy(target, llvm::MaybeAlign(8), g, llvm::MaybeAlign(8), nbytes(out)); });
             call("meshrt_free", {dev_, g});
+            keep_share(out);
         }
     }
 

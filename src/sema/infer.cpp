@@ -247,6 +247,10 @@ private:
     // The type the expression at expected_span_ is converted to right away (a result
     // type, an annotation): lets a choice count the conversion that follows it.
     const TensorType* expected_ = nullptr;
+    // The struct type a struct literal at expected_agg_span_ is wanted as (an annotated
+    // `let`, a function's result): it binds the generics no field tells (a mesh).
+    const AggType* expected_agg_ = nullptr;
+    Span expected_agg_span_{};
     Span expected_span_;
 };
 
@@ -1210,8 +1214,16 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
     Binding inner;
     for (size_t i = 0; i < item->fields.size(); ++i) bind_generics(*item->fields[i].type, values[i], inner, e.span);
     keep_generic_meshes(*item, inner);
+    const AggType* wanted = expected_agg_ && expected_agg_->item == item && expected_agg_->binding &&
+                                    key_of(expected_agg_span_) == key_of(e.span)
+                                ? expected_agg_
+                                : nullptr;
     for (const GenericParam& g : item->generics) {
         bool is_mesh = g.kind && g.kind->name == "Mesh";
+        if (is_mesh && !inner.meshes.count(g.name.name) && wanted) {
+            // No field says where the struct lives: the type it is wanted as does.
+            if (auto it = wanted->binding->meshes.find(g.name.name); it != wanted->binding->meshes.end()) inner.meshes[g.name.name] = it->second;
+        }
         if (is_mesh && !inner.meshes.count(g.name.name) && default_mesh() >= 0) {
             inner.meshes[g.name.name] = default_mesh();  // fields not placed yet
         }
@@ -1261,8 +1273,13 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
             expected_ = &annotated->tensor;
             expected_span_ = s.value->span;
         }
+        if (annotated && annotated->kind == AggType::Struct) {
+            expected_agg_ = &*annotated;
+            expected_agg_span_ = s.value->span;
+        }
         Val v = eval(*s.value);
         expected_ = nullptr;
+        expected_agg_ = nullptr;
         if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
         bind_pattern(*s.pattern, std::move(v), s.span);
         return;
@@ -1456,8 +1473,13 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             expected_ = &rt->tensor;
             expected_span_ = value->span;
         }
+        if (rt && rt->kind == AggType::Struct) {
+            expected_agg_ = rt;
+            expected_agg_span_ = value->span;
+        }
         Val v = eval(*value);
         expected_ = nullptr;
+        expected_agg_ = nullptr;
         if (!rt) return v;
         return coerce_val(std::move(v), *rt, span, fmt::format("the result type of `{}`", item_.name.name));
     };
