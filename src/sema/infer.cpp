@@ -135,6 +135,9 @@ private:
     /// an element-wise chain of those) the element type its context asks for, with the
     /// chain that made it; it is then typed (a second context must agree).
     void settle_dtype(ValueId v, DType dtype);
+    /// E0105 / E0308 when the literal or `full` fill value that makes v cannot be a
+    /// `dtype` value (out of range, or a fraction for an integer type).
+    void check_fits(ValueId v, DType dtype);
     ValueId coerce(ValueId v, const TensorType& target, Span span, const std::string& reason,
                    bool inserted = true);
     ValueId plan_coercion(ValueId v, int32_t mesh, const Layout& target, Span span,
@@ -677,13 +680,30 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
 
 // ---------------------------------------------------------------- layouts
 
+void FunctionBuilder::check_fits(ValueId v, DType dtype) {
+    auto [list, index] = producer_[v];
+    if (!list || is_float(dtype) || dtype == DType::Bool) return;
+    const ir::Op& op = (*list)[index];
+    bool literal = op.kind == ir::OpKind::Constant;
+    bool fill = op.kind == ir::OpKind::Create && op.create == ir::CreateKind::Full;
+    if (!literal && !fill) return;
+    if (literal && weak_[v] && is_float(f_.types[v].dtype)) {
+        // `q + 0.5 * iota(..)` with an integer q: the chain becomes integer, the literal cannot.
+        fail(DiagCode::E0308, op.span, fmt::format("a float literal meets a {} value", dtype_name(dtype)));
+    }
+    if (fill && op.number != std::floor(op.number)) {
+        fail(DiagCode::E0308, op.span, fmt::format("`full` with the fill value {} makes a {} tensor", op.number, dtype_name(dtype)));
+    }
+    double lo = dtype == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = dtype == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+    if (op.number < lo || op.number > hi) {
+        fail(DiagCode::E0105, op.span, fmt::format("{} does not fit {}", static_cast<long long>(op.number), dtype_name(dtype)));
+    }
+}
+
 void FunctionBuilder::settle_dtype(ValueId v, DType dtype) {
     auto [list, index] = producer_[v];
-    if (list && (*list)[index].kind == ir::OpKind::Constant && weak_[v] && is_float(f_.types[v].dtype) &&
-        !is_float(dtype) && dtype != DType::Bool) {
-        // `q + 0.5 * iota(..)` with an integer q: the chain becomes integer, the literal cannot.
-        fail(DiagCode::E0308, (*list)[index].span, fmt::format("a float literal meets a {} value", dtype_name(dtype)));
-    }
+    check_fits(v, dtype);
     f_.types[v].dtype = dtype;
     weak_[v] = false;
     if (!list) return;
@@ -1486,6 +1506,11 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
     for (; i < stmts.size(); ++i) {
         const Stmt& s = *stmts[i];
         if (s.kind == StmtKind::Return) {
+            if (!rt && s.value) {
+                fail(DiagCode::E0309, s.value->span,
+                     fmt::format("`{}` has no result type, so its `return` takes no value", item_.name.name),
+                     {{"declare the result type: `fn name(...) -> TYPE`", {}}});
+            }
             if (i + 1 != stmts.size() || tail) {
                 fail(DiagCode::E0311, s.span, "statements after `return` are not supported by the type checker yet");
             }
@@ -2045,6 +2070,7 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             if (!literal) {
                 settle_dtype(operands[i], *dtype);  // a creation (or a chain of them): typed from here on
             } else {
+                check_fits(operands[i], *dtype);
                 f_.types[operands[i]].dtype = *dtype;
             }
         }
@@ -2349,6 +2375,12 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
     for (const std::string* s : {&ia, &ib, &io}) {
         for (char c : *s) {
             if (c < 'a' || c > 'z') fail(DiagCode::E0309, span, fmt::format("einsum spec \"{}\": indices are lowercase letters", spec));
+        }
+    }
+    for (ValueId x : {a, b}) {
+        if (type(x).dtype == DType::Bool && !weak_[x]) {
+            fail(DiagCode::E0308, span, fmt::format("a contraction of {}: `@` and `einsum` multiply numbers; cast the bool tensor first",
+                                                    type_str(type(x))));
         }
     }
     if (ia.size() != type(a).rank() || ib.size() != type(b).rank()) {
@@ -2786,6 +2818,9 @@ AxisSet FunctionBuilder::over_arg(const Expr& e, ValueId operand) {
         if (x.kind != ExprKind::Name) fail(DiagCode::E0309, x.span, "expected a mesh axis");
         auto index = mesh->axis_index(x.name.name);
         if (!index) fail(DiagCode::E0401, x.span, fmt::format("mesh `{}` has no axis `{}`", mesh->name, x.name.name));
+        if (axes & sema::axis_bit(*index)) {
+            fail(DiagCode::E0402, x.span, fmt::format("mesh axis `{}` is named twice in `over:`", x.name.name));
+        }
         axes |= sema::axis_bit(*index);
     };
     if (e.kind == ExprKind::Tuple) {

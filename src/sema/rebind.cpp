@@ -1,5 +1,6 @@
 #include "sema/rebind.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -47,9 +48,15 @@ void rebind_meshes(Program& program, const std::vector<std::string>& specs, Diag
                                                     : fmt::format(" (it declares {})", fmt::join(declared, ", "))));
             continue;
         }
+        std::vector<std::string_view> seen;
         for (std::string_view binding : split(std::string_view(spec).substr(eq + 1), ',')) {
             auto colon = binding.find(':');
             std::string_view axis = binding.substr(0, colon);
+            if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+                diags.emit(DiagCode::E0705, mesh->span, fmt::format("`--mesh {}`: axis `{}` is given twice", spec, axis));
+                continue;
+            }
+            seen.push_back(axis);
             int64_t size = 0;
             bool ok = colon != std::string_view::npos;
             if (ok) {
