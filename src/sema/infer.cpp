@@ -3069,11 +3069,25 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
     }
     case Builtin::full: {
         want(2, 2);
-        double value = 0;
-        const Expr& v = *pos[1];
-        if (v.kind == ExprKind::FloatLit) value = v.float_value;
-        else value = static_cast<double>(int_arg(v));
-        return create(ir::CreateKind::Full, shape_arg(*pos[0]), std::nullopt, 0, value);
+        // A literal fill (signed) makes a weakly typed creation; any other scalar is
+        // broadcast: ones(shape) * v, typed and laid out like an element-wise op.
+        const Expr* v = pos[1];
+        double sign = 1;
+        if (v->kind == ExprKind::Unary && v->unary_op == UnaryOp::Neg &&
+            (v->lhs->kind == ExprKind::FloatLit || v->lhs->kind == ExprKind::IntLit)) {
+            sign = -1;
+            v = v->lhs;
+        }
+        if (v->kind == ExprKind::FloatLit) return create(ir::CreateKind::Full, shape_arg(*pos[0]), std::nullopt, 0, sign * v->float_value);
+        if (v->kind == ExprKind::IntLit) {
+            return create(ir::CreateKind::Full, shape_arg(*pos[0]), std::nullopt, 0, sign * static_cast<double>(v->int_value));
+        }
+        auto shape = shape_arg(*pos[0]);
+        ValueId fill = lower_expr(*pos[1]);
+        if (type(fill).rank() != 0) {
+            fail(DiagCode::E0307, pos[1]->span, fmt::format("`full` takes a scalar fill value, found {}", type_str(type(fill))));
+        }
+        return elementwise(ir::Ew::Mul, {create(ir::CreateKind::Ones, shape, std::nullopt, 0, 0), fill}, call.span);
     }
     case Builtin::iota: {
         want(1, 2);
