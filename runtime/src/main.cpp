@@ -3,6 +3,9 @@
 // simulated mesh, the rank's own device under MPI), and the device queries of the C ABI.
 // Called by the `main` meshc generates; returns the process's exit status.
 #include <cblas.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdio>
@@ -129,12 +132,20 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
             char* end = nullptr;
             long long n = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
             if (v.empty() || *end != '\0' || n < 1 || n > 4096)
-                return usage_error("--mesh-threads wants a positive number, not '" + v + "'");
+                return usage_error("--mesh-threads wants a number from 1 to 4096, not '" + v + "'");
             rt.options.mesh_threads = n;
         } else if (arg.starts_with("--trace=")) {
             if (arg.size() == 8)
                 return usage_error("--trace wants a file name");
             rt.options.trace_path = arg.substr(8);
+            // The trace is written at the end: a folder that cannot take it is an error
+            // now, not after the whole run.
+            std::string dir = rt.options.trace_path;
+            auto slash = dir.find_last_of('/');
+            dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+            if (access(dir.c_str(), W_OK) != 0)
+                return usage_error("--trace=" + rt.options.trace_path + ": cannot write in '" + dir +
+                                   "': " + std::strerror(errno));
         } else {
             return usage_error("unknown option '" + std::string(arg) + "'");
         }

@@ -76,8 +76,11 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(status_of({"--comm=tcp"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=0"}, &err) == 2);
     CHECK(status_of({"--mesh-threads=two"}, &err) == 2);
-    CHECK(err == "error: --mesh-threads wants a positive number, not 'two' (see prog --help)\n");
+    CHECK(err == "error: --mesh-threads wants a number from 1 to 4096, not 'two' (see prog --help)\n");
     CHECK(status_of({"--trace="}, &err) == 2);
+    CHECK(status_of({"--trace=/nonexistent-meshrt-dir/t.json"}, &err) == 2);
+    CHECK(err == "error: --trace=/nonexistent-meshrt-dir/t.json: cannot write in '/nonexistent-meshrt-dir': No "
+                 "such file or directory (see prog --help)\n");
     CHECK(status_of({"--comm=sim", "--mesh-threads=1", "--", "--anything"}, &err) == 0);
     CHECK(err.empty());
 }

@@ -155,9 +155,9 @@ std::string file_stem(const std::string& path) {
 /// Where `meshc run` keeps the executables it builds: $MESHC_CACHE, else
 /// $XDG_CACHE_HOME/meshc, else ~/.cache/meshc, else /tmp/meshc-cache.
 std::string cache_dir() {
-    if (const char* env = std::getenv("MESHC_CACHE")) return env;
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME")) return std::string(xdg) + "/meshc";
-    if (const char* home = std::getenv("HOME")) return std::string(home) + "/.cache/meshc";
+    if (const char* env = std::getenv("MESHC_CACHE"); env && *env) return env;
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/meshc";
+    if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/meshc";
     return "/tmp/meshc-cache";
 }
 
@@ -444,7 +444,8 @@ int main(int argc, char** argv) {
         cmd->add_option("--gpu-arch", opts->gpu_arch, "The GPU for --gpu (default sm_90: H100/H200)")
             ->check(CLI::IsMember({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"}));
     }
-    build_cmd->add_option("-o", build.output, "Output file (default: the source file's stem; with --emit=obj, STEM.o)");
+    build_cmd->add_option("-o", build.output, "Output file (default: the source file's stem; with --emit=obj, STEM.o)")
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
     build_cmd->add_option("--emit", build.emit,
                           "Print an intermediate form instead: gir, local, llvm, asm, ptx (the GPU kernels); or write an object file: obj")
         ->check(CLI::IsMember({"gir", "local", "llvm", "asm", "ptx", "obj"}));
