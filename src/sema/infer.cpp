@@ -497,7 +497,9 @@ public:
     std::set<const Item*> active_;
     std::set<int32_t> failed_;
     /// Contractions with a one-sided contracted split where gathering is the better plan.
-    std::set<SpanKey> gather_hints_;
+    // Contractions (by the function instance's label and the span) found cheaper with a
+    // gather: each instance is planned for its own sizes.
+    std::set<std::pair<std::string, SpanKey>> gather_hints_;
     /// Vars (by declaration) whose layout follows a later assignment: (mesh, layout).
     std::map<SpanKey, std::pair<int32_t, Layout>> var_hints_;
 };
@@ -828,8 +830,8 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
 void FunctionBuilder::settle_choices() {
     bool retry = false;
     for (const auto& [v, c] : choices_) {
-        if (c.paid > c.gather_cost && !in_.gather_hints_.count(c.where)) {
-            in_.gather_hints_.insert(c.where);
+        if (c.paid > c.gather_cost && !in_.gather_hints_.count({ir::function_label(f_), c.where})) {
+            in_.gather_hints_.insert({ir::function_label(f_), c.where});
             retry = true;
         }
     }
@@ -2459,7 +2461,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
                     AxisSet group = 0;
                     for (uint8_t x : axes) group |= sema::axis_bit(x);
                     double gathered = static_cast<double>(type(split).local_bytes(&m)) * static_cast<double>(m.group_size(group));
-                    if (in_.gather_hints_.count(key_of(span))) {
+                    if (in_.gather_hints_.count({ir::function_label(f_), key_of(span)})) {
                         (a_split ? pl.want_a.dims[ia.find(c)] : pl.want_b.dims[ib.find(c)]).clear();
                         continue;
                     }
@@ -2888,18 +2890,23 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     std::optional<AggType> result_type;
     try {
         // The callee's `where` clauses, with this call's sizes (ground: no solver needed).
+        // Every clause that fails is reported, then the call is abandoned.
+        bool failed = false;
         for (const ast::Constraint& w : fn.where) {
             int64_t a = eval_dim(*w.lhs), c = eval_dim(*w.rhs);
             bool holds = compare(w.op, a, c);
             if (!holds) {
                 std::string sizes = binding_.describe();
-                fail(DiagCode::E0502, call.span,
-                     fmt::format("this call of `{}` needs `{} {} {}`, which is false here ({} {} {})", fn.name.name,
-                                 syntax::dim_to_string(*w.lhs), cmp_op_spelling(w.op), syntax::dim_to_string(*w.rhs), a,
-                                 cmp_op_spelling(w.op), c),
-                     {{fmt::format("with {}", sizes), {}}, {"required by this `where` clause", w.span}});
+                auto& d = in_.diags_->emit(DiagCode::E0502, call.span,
+                                           fmt::format("this call of `{}` needs `{} {} {}`, which is false here ({} {} {})", fn.name.name,
+                                                       syntax::dim_to_string(*w.lhs), cmp_op_spelling(w.op),
+                                                       syntax::dim_to_string(*w.rhs), a, cmp_op_spelling(w.op), c));
+                if (!sizes.empty()) d.note(fmt::format("with {}", sizes));
+                d.note("required by this `where` clause", w.span);
+                failed = true;
             }
         }
+        if (failed) throw Abandon{};
         for (const Param& p : fn.params) param_types.push_back(agg_type_from_ast(*p.type));
         if (fn.result) result_type = agg_type_from_ast(*fn.result);
     } catch (...) {
