@@ -1272,14 +1272,14 @@ private:
             (red ? reduced_dims : kept_dims).push_back(static_cast<int64_t>(d));
         }
         int64_t n_red = product(reduced);
-        // Adds inputs lo .. hi-1 (row-major over the reduced dims) of the result element
-        // at kidx to `init`.
-        auto partial_sum = [&](const std::vector<llvm::Value*>& kidx, llvm::Value* lo, llvm::Value* hi) {
+        // Adds `count` inputs of the result element at kidx to `init`: those at positions
+        // first, first + step, ... (row-major over the reduced dims), in that order.
+        auto partial_sum = [&](const std::vector<llvm::Value*>& kidx, llvm::Value* first, llvm::Value* count, int64_t step) {
             llvm::Value* base = i64c(0);
             for (size_t j = 0; j < kidx.size(); ++j)
                 base = b_.CreateAdd(base, b_.CreateMul(kidx[j], i64c(istride[static_cast<size_t>(kept_dims[j])])));
-            return loop_acc(b_.CreateSub(hi, lo), init, [&](llvm::Value* i, llvm::Value* a) {
-                std::vector<llvm::Value*> ridx = unravel(b_.CreateAdd(lo, i), reduced);
+            return loop_acc(count, init, [&](llvm::Value* i, llvm::Value* a) {
+                std::vector<llvm::Value*> ridx = unravel(b_.CreateAdd(first, b_.CreateMul(i, i64c(step))), reduced);
                 llvm::Value* ia = base;
                 for (size_t j = 0; j < ridx.size(); ++j)
                     ia = b_.CreateAdd(ia, b_.CreateMul(ridx[j], i64c(istride[static_cast<size_t>(reduced_dims[j])])));
@@ -1293,9 +1293,13 @@ private:
             return oa;
         };
         // Few results over many inputs (a loss, a norm) would leave the GPU nearly idle
-        // with a thread per result: each result's inputs are then cut into chunks of at
-        // least kReduceChunk, one thread each, and a second kernel adds each result's
-        // chunk sums in order. Rounding then follows the chunks (the host adds in one run).
+        // with a thread per result: each result's inputs are then dealt to `chunks`
+        // threads (thread c adds inputs c, c + chunks, ...: neighbouring threads read
+        // neighbouring inputs when the innermost dim is reduced; otherwise the chunk is
+        // the outer index, so that neighbouring threads are neighbouring results), and a
+        // second kernel adds each result's chunk sums in order. Rounding then follows the
+        // chunks (the host adds in one run). That second kernel is a thread per result
+        // (for a scalar, one thread adding up to kReduceThreads sums).
         constexpr int64_t kReduceChunk = 256, kReduceThreads = 65536;
         int64_t chunks = 1;
         if (gpu_ && n_out < kReduceThreads && n_red >= 2 * kReduceChunk)
@@ -1304,22 +1308,26 @@ private:
         if (chunks == 1) {
             offload(what, [&](bool gpu, const Nest& nest) {
                 if (!gpu) return host_reduce();
-                nest(kept, [&](const std::vector<llvm::Value*>& kidx) { finish(partial_sum(kidx, i64c(0), i64c(n_red)), out_at(kidx)); });
+                nest(kept, [&](const std::vector<llvm::Value*>& kidx) { finish(partial_sum(kidx, i64c(0), i64c(n_red), 1), out_at(kidx)); });
             });
             return;
         }
-        int64_t per = (n_red + chunks - 1) / chunks;
         llvm::Value* partials = call("meshrt_alloc", {dev_, i64c(n_out * chunks * 8)});
+        bool inner_reduced = !reduced_dims.empty() && reduced_dims.back() == static_cast<int64_t>(in.size()) - 1;
         std::vector<int64_t> chunked = kept;
-        chunked.push_back(chunks);
+        if (inner_reduced) chunked.push_back(chunks);
+        else chunked.insert(chunked.begin(), chunks);
         offload(what + " (chunks)", [&](bool gpu, const Nest& nest) {
             if (!gpu) return host_reduce();
             nest(chunked, [&](const std::vector<llvm::Value*>& idx) {
-                std::vector<llvm::Value*> kidx(idx.begin(), idx.end() - 1);
-                llvm::Value* lo = b_.CreateMul(idx.back(), i64c(per));
-                llvm::Value* hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, i64c(per)), i64c(n_red));
-                llvm::Value* at = b_.CreateAdd(b_.CreateMul(out_at(kidx), i64c(chunks)), idx.back());
-                b_.CreateStore(partial_sum(kidx, lo, hi), b_.CreateGEP(acc_ty, partials, at));
+                std::vector<llvm::Value*> kidx = idx;
+                llvm::Value* c = inner_reduced ? kidx.back() : kidx.front();
+                if (inner_reduced) kidx.pop_back();
+                else kidx.erase(kidx.begin());
+                // Inputs c, c + chunks, ... below n_red: (n_red - c + chunks - 1) / chunks of them.
+                llvm::Value* count = b_.CreateUDiv(b_.CreateSub(i64c(n_red + chunks - 1), c), i64c(chunks));
+                llvm::Value* at = b_.CreateAdd(b_.CreateMul(out_at(kidx), i64c(chunks)), c);
+                b_.CreateStore(partial_sum(kidx, c, count, chunks), b_.CreateGEP(acc_ty, partials, at));
             });
         });
         offload(what + " (chunk sums)", [&](bool gpu, const Nest& nest) {

@@ -10,13 +10,17 @@ def inputs():
     return {
         "x.npy": rng.normal(0.0, 1.0, size=(64, 1024)).astype(np.float32),
         "n.npy": rng.integers(-10**9, 10**9, size=(64, 1024)).astype(np.int64),
+        "tall.npy": rng.normal(0.0, 1.0, size=(4096, 6)).astype(np.float32),
     }
 
 
 def expected(inp):
     x = inp["x.npy"].astype(np.float64)
     n = inp["n.npy"]
+    tall = inp["tall.npy"].astype(np.float64)
     return {
+        "tall_cols.npy": F32(tall.sum(axis=0), atol=1e-3),
+        "tall_max.npy": F32(tall.max(axis=0)),
         "sum_all.npy": F32(x.sum(), atol=1e-3),
         "mean_all.npy": F32((x * x).mean()),
         "max_all.npy": F32(x.max()),

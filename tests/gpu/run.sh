@@ -14,21 +14,29 @@
 #    against cuBLAS called directly (tests/gpu/matmul_ref.cu), TFLOP/s of both;
 # 6. a fused element-wise chain over 256 Mi f32 as one GPU kernel: GB/s (its trace)
 #    against the GPU's own device-to-device copy (tests/gpu/matmul_ref.cu copy).
+# Within a device-time budget, run it in stages: --build-only, then --no-build
+# --skip-bench, then --no-build --skip-e2e.
 # Every step runs even when an earlier one failed; the summary at the end says which
 # failed, and the exit status is 1 if any did.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 build=${MESHC_GPU_BUILD:-build-cuda}
-do_build=1 do_e2e=1 do_bench=1
+case $build in /*) ;; *) build=$root/$build ;; esac
+do_build=1 do_e2e=1 do_bench=1 build_only=0
 for arg in "$@"; do
   case $arg in
     --no-build) do_build=0 ;;
+    --build-only) build_only=1 ;;
     --skip-e2e) do_e2e=0 ;;
     --skip-bench) do_bench=0 ;;
-    *) echo "usage: tests/gpu/run.sh [--no-build] [--skip-e2e] [--skip-bench]" >&2; exit 2 ;;
+    *) echo "usage: tests/gpu/run.sh [--no-build | --build-only] [--skip-e2e] [--skip-bench]" >&2; exit 2 ;;
   esac
 done
+# The CUDA toolkit's tools, wherever PATH has them or not.
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
 jobs=$(nproc)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -39,12 +47,15 @@ fail() { echo "FAILED: $*"; failed+=("$*"); }
 step "GPUs"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader || true
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then   # what CUDA will see
+  gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+fi
 echo "$gpus GPU(s)"
 
 if [ "$do_build" = 1 ]; then
   step "build ($build, -DMESHC_CUDA=ON)"
   start=$SECONDS
-  if ! { cmake -S . -B "$build" -G Ninja -DMESHC_CUDA=ON &&
+  if ! { cmake -S . -B "$build" "${generator[@]}" -DMESHC_CUDA=ON &&
          cmake --build "$build" -j"$jobs" --target meshc meshrt meshrt-cuda-check; } \
        > "$tmp/build.log" 2>&1; then
     tail -40 "$tmp/build.log"
@@ -53,7 +64,8 @@ if [ "$do_build" = 1 ]; then
   fi
   echo "built in $((SECONDS - start)) s"
 fi
-meshc=$root/$build/meshc
+[ "$build_only" = 1 ] && { echo "== built (--build-only)"; exit 0; }
+meshc=$build/meshc
 
 step "meshrt-cuda-check"
 "$build/runtime/meshrt-cuda-check" || fail "meshrt-cuda-check"

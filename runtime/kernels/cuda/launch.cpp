@@ -2,6 +2,7 @@
 // runtime API's library calls (context-independent, so every GPU of the process can use
 // it), and its kernels, looked up once each.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -29,12 +30,16 @@ cudaKernel_t find_kernel(meshrt_device* dev, const char* image, const char* kern
         return it->second;
     auto lib = g_libraries.find(image);
     if (lib == g_libraries.end()) {
+        // The driver compiles the PTX here; its error log goes into the message.
         cudaLibrary_t l = nullptr;
+        char log[4096] = {};
+        cudaJitOption options[] = {cudaJitErrorLogBuffer, cudaJitErrorLogBufferSizeBytes};
+        void* values[] = {log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof log))};
         const cudaError_t e =
-            cudaLibraryLoadData(&l, image, nullptr, nullptr, 0, nullptr, nullptr, 0);
+            cudaLibraryLoadData(&l, image, options, values, 2, nullptr, nullptr, 0);
         if (e != cudaSuccess)
             fail(dev, std::string("the program's GPU kernels (PTX) do not load: ") +
-                          cudaGetErrorString(e));
+                          cudaGetErrorString(e) + (log[0] ? std::string(": ") + log : ""));
         lib = g_libraries.emplace(image, l).first;
     }
     cudaKernel_t k = nullptr;
