@@ -142,9 +142,13 @@ private:
                    bool inserted = true);
     ValueId plan_coercion(ValueId v, int32_t mesh, const Layout& target, Span span,
                           const std::string& reason, bool inserted);
+    ValueId plan_coercion_once(ValueId v, int32_t mesh, const Layout& target, Span span,
+                          const std::string& reason, bool inserted);
     ValueId collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim, int32_t dim2,
                        Layout result, Span span, const std::string& reason, bool inserted);
     ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
+    /// Coercions done so far, by (value, target layout, the op list they were done in).
+    std::map<std::tuple<ValueId, std::string, const void*>, ValueId> coerced_;
     ValueId place(ValueId v, int32_t mesh, Span span, bool scalars_too = false);
 
     // aggregates, statements, control flow
@@ -843,7 +847,14 @@ ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, cons
     if (!axes) return v;
     Layout l = type(v).layout;
     l.partial &= ~axes;
-    return collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
+    // A pending sum completed earlier in this block is used again, not summed twice.
+    const Mesh* mesh = mesh_of(type(v));
+    if (!mesh || dry_cost_) return collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
+    auto key = std::make_tuple(v, layout_to_string(l, *mesh), static_cast<const void*>(ops_));
+    if (auto it = coerced_.find(key); it != coerced_.end()) return it->second;
+    ValueId r = collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
+    coerced_[key] = r;
+    return r;
 }
 
 ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
@@ -898,8 +909,20 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
 // all_reduce over all of them), then free local slices over axes nothing uses, then
 // all_to_all for an axis moving from one dim to another, then all_gathers, then the
 // remaining local slices. Buffers shrink before anything is sent where possible.
+// A coercion done earlier in the same block (the same value to the same layout) is used
+// again rather than communicated twice.
 ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layout& target, Span span,
                                        const std::string& reason, bool inserted) {
+    if (dry_cost_ || plan_type(v).layout == target) return plan_coercion_once(v, mesh_index, target, span, reason, inserted);
+    auto key = std::make_tuple(v, layout_to_string(target, in_.module_.meshes[mesh_index]), static_cast<const void*>(ops_));
+    if (auto it = coerced_.find(key); it != coerced_.end() && type(it->second).mesh == mesh_index) return it->second;
+    ValueId r = plan_coercion_once(v, mesh_index, target, span, reason, inserted);
+    coerced_[key] = r;
+    return r;
+}
+
+ValueId FunctionBuilder::plan_coercion_once(ValueId v, int32_t mesh_index, const Layout& target, Span span,
+                                            const std::string& reason, bool inserted) {
     const Mesh& mesh = in_.module_.meshes[mesh_index];
     Layout cur = plan_type(v).layout;
     if (dry_cost_) dry_layout_ = cur;
@@ -1566,6 +1589,7 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
         } catch (const Abandon&) {
             failed_ = true;
             ops_ = list;
+            coerced_.clear();
             // Values the statement made may point into regions that no longer exist.
             for (size_t v = first_value; v < producer_.size(); ++v) {
                 producer_[v] = {nullptr, 0};
@@ -1814,6 +1838,9 @@ void FunctionBuilder::close_region(ir::Region& region, std::vector<ir::Op>* save
     }
     for (ValueId v = 0; v < producer_.size(); ++v) {
         if (producer_[v].first == &region.ops) producer_[v] = {nullptr, 0};
+    }
+    for (auto it = coerced_.begin(); it != coerced_.end();) {
+        it = std::get<2>(it->first) == &region.ops ? coerced_.erase(it) : std::next(it);
     }
     ops_ = saved;
 }
