@@ -159,6 +159,29 @@ void explain_text(std::ostream& out, const SourceManager& sources, const ir::Mod
 void explain_json(std::ostream& out, const SourceManager& sources, const ir::Module& module,
                   std::string_view only_fn) {
     using nlohmann::ordered_json;
+    auto place = [&](ordered_json& j, Span span) {
+        auto lc = position(sources, span);
+        j["line"] = lc ? lc->line : 0;
+        j["col"] = lc ? lc->col : 0;
+    };
+    auto axes_of = [&](const ir::Op& op, const Mesh& mesh) {
+        ordered_json axes = ordered_json::array();
+        for (size_t a = 0; a < mesh.axes.size(); ++a) {
+            if (op.axes & axis_bit(a)) axes.push_back(mesh.axes[a].name);
+        }
+        return axes;
+    };
+    auto provenance = [&](ordered_json& j, const ir::Op& op) {
+        j["inserted"] = op.inserted;
+        j["reason"] = op.inserted && !op.reason.empty() ? ordered_json(op.reason) : ordered_json(nullptr);
+    };
+    auto dims = [&](ordered_json& j, const ir::Op& op) {
+        if (op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllGather || op.kind == OpKind::LocalSlice) j["dim"] = op.dim;
+        if (op.kind == OpKind::AllToAll) {
+            j["from"] = op.dim;
+            j["to"] = op.dim2;
+        }
+    };
     ordered_json functions = ordered_json::array();
     for (const ir::Function& f : module.functions) {
         if (!selected(f, only_fn)) continue;
@@ -167,31 +190,72 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         fn["instance"] = ordered_json::object();
         for (const auto& [var, size] : f.instance) fn["instance"][var] = size;
         fn["collectives"] = ordered_json::array();
+        ordered_json meshes = ordered_json::object();
+        for (const auto& [var, mesh] : f.mesh_instance) meshes[var] = mesh;
+        // Every value's inferred type and layout (scalars off any mesh have none).
+        ordered_json layouts = ordered_json::array();
+        auto show = [&](ir::ValueId id, Span span, bool parameter) {
+            if (id >= f.types.size()) return;
+            const ir::TensorType& t = f.types[id];
+            if (t.mesh < 0 && t.rank() == 0) return;
+            ordered_json v;
+            v["value"] = id;
+            v["name"] = id < f.names.size() && !f.names[id].empty() ? ordered_json(f.names[id]) : ordered_json(nullptr);
+            v["type"] = ir::type_to_string(module, t);
+            v["parameter"] = parameter;
+            place(v, span);
+            layouts.push_back(std::move(v));
+        };
+        for (ir::ValueId p : f.params) show(p, f.span, true);
         ir::for_each_op(f.ops, [&](const ir::Op& op) {
-            auto info = collective_info(module, f, op);
-            if (!info) return;
+            for (ir::ValueId r : op.results) show(r, op.span, false);
+        });
+        ordered_json free = ordered_json::array();
+        double total = 0;
+        ir::for_each_op(f.ops, [&](const ir::Op& op) {
+            if (auto info = collective_info(module, f, op)) {
+                const ir::TensorType& t = f.types[op.operands[0]];
+                const Mesh& mesh = *mesh_of(module, t);
+                ordered_json c;
+                c["kind"] = std::string(collective_name(info->kind));
+                if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) {
+                    c["op"] = std::string(ir::reduce_name(op.reduce));
+                } else {
+                    c["op"] = nullptr;
+                }
+                c["axes"] = axes_of(op, mesh);
+                c["dtype"] = std::string(ast::dtype_name(t.dtype));
+                c["shape"] = t.shape;
+                c["bytes"] = info->buffer_bytes;
+                c["cost_s"] = info->cost.seconds;
+                place(c, op.span);
+                dims(c, op);
+                c["sent_bytes"] = info->cost.bytes_sent;
+                provenance(c, op);
+                total += info->cost.seconds;
+                fn["collectives"].push_back(std::move(c));
+                return;
+            }
+            if (op.kind != OpKind::LocalSlice && op.kind != OpKind::MakePartial) return;
+            if (op.operands.empty() || op.operands[0] >= f.types.size()) return;
             const ir::TensorType& t = f.types[op.operands[0]];
-            const Mesh& mesh = *mesh_of(module, t);
+            const Mesh* mesh = mesh_of(module, t);
+            if (!mesh) return;
             ordered_json c;
-            c["kind"] = std::string(collective_name(info->kind));
-            if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) {
-                c["op"] = std::string(ir::reduce_name(op.reduce));
-            } else {
-                c["op"] = nullptr;
-            }
-            c["axes"] = ordered_json::array();
-            for (size_t a = 0; a < mesh.axes.size(); ++a) {
-                if (op.axes & axis_bit(a)) c["axes"].push_back(mesh.axes[a].name);
-            }
+            c["op"] = std::string(ir::op_name(op.kind));
+            c["axes"] = axes_of(op, *mesh);
             c["dtype"] = std::string(ast::dtype_name(t.dtype));
             c["shape"] = t.shape;
-            c["bytes"] = info->buffer_bytes;
-            c["cost_s"] = info->cost.seconds;
-            auto lc = position(sources, op.span);
-            c["line"] = lc ? lc->line : 0;
-            c["col"] = lc ? lc->col : 0;
-            fn["collectives"].push_back(std::move(c));
+            place(c, op.span);
+            dims(c, op);
+            provenance(c, op);
+            free.push_back(std::move(c));
         });
+        fn["total_cost_s"] = total;
+        fn["label"] = ir::function_label(f);
+        fn["mesh_instance"] = std::move(meshes);
+        fn["free"] = std::move(free);
+        fn["layouts"] = std::move(layouts);
         functions.push_back(std::move(fn));
     }
     ordered_json root;
