@@ -2174,11 +2174,34 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             bool keep = false;
             if (is_linear(ew)) {
                 keep = true;
-            } else if (ew == ir::Ew::Mul || (ew == ir::Ew::Div && dtype && is_float(*dtype))) {
+            } else if ((ew == ir::Ew::Mul || (ew == ir::Ew::Div && dtype && is_float(*dtype))) && operands.size() == 2) {
                 // (Integer `/` floors: it does not distribute over the pending sum.)
-                int partial_count = 0;
-                for (ValueId o : operands) partial_count += type(o).layout.partial ? 1 : 0;
-                keep = partial_count == 1 && (ew == ir::Ew::Mul || type(operands[0]).layout.partial);
+                // `a * s` (and `a / s`) keeps a's pending sum when s is not pending: of the
+                // operands that could keep theirs (either factor; the dividend), keep the one
+                // whose partner is cheaper to complete.
+                double best = std::numeric_limits<double>::infinity();
+                int kept = -1;
+                for (int k = 0; k < 2; ++k) {
+                    if (!type(operands[k]).layout.partial || (ew == ir::Ew::Div && k == 1)) continue;
+                    ValueId other = operands[1 - k];
+                    double cost = 0;
+                    if (type(other).layout.partial) {
+                        Layout whole = type(other).layout;
+                        whole.partial = 0;
+                        cost = coercion_cost(other, mesh, whole);
+                    }
+                    if (cost < best) {
+                        best = cost;
+                        kept = k;
+                    }
+                }
+                if (kept >= 0) {
+                    ValueId& other = operands[1 - kept];
+                    other = reduce_partial(other, type(other).layout.partial, span,
+                                           fmt::format("`{}` keeps the other operand's pending sum", ir::ew_name(ew)));
+                    partial = type(operands[kept]).layout.partial;
+                    keep = true;
+                }
             }
             if (!keep) {
                 for (ValueId& o : operands) {
