@@ -2174,6 +2174,31 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
             bool keep = false;
             if (is_linear(ew)) {
                 keep = true;
+                // The pending sum can stay (the other operands made partial, free) or be
+                // completed now. When this result is wanted whole right away (its consumer's
+                // type), compare completing the pending operands now with completing the
+                // result: a small pending bias added to a large tensor is summed first.
+                if (expected_ && expected_->mesh == mesh && key_of(expected_span_) == key_of(span) && expected_->shape == shape &&
+                    !(expected_->layout.partial & partial)) {
+                    double now = 0;
+                    for (ValueId o : operands) {
+                        if (!type(o).layout.partial) continue;
+                        Layout whole = type(o).layout;
+                        whole.partial = 0;
+                        now += coercion_cost(o, mesh, whole);
+                    }
+                    // The result kept pending: laid out as wanted, except over the pending axes.
+                    TensorType pending = *expected_;
+                    for (AxisList& d : pending.layout.dims) {
+                        AxisList kept_axes;
+                        for (auto a : d) {
+                            if (!(partial & sema::axis_bit(a))) kept_axes.push_back(a);
+                        }
+                        d = kept_axes;
+                    }
+                    pending.layout.partial |= partial;
+                    if (now < coercion_cost_from(pending, expected_->layout)) keep = false;
+                }
             } else if ((ew == ir::Ew::Mul || (ew == ir::Ew::Div && dtype && is_float(*dtype))) && operands.size() == 2) {
                 // (Integer `/` floors: it does not distribute over the pending sum.)
                 // `a * s` (and `a / s`) keeps a's pending sum when s is not pending: of the
