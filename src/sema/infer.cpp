@@ -2265,7 +2265,29 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 expected_->shape == shape && type(cand).rank() == rank) {
                 cost += coercion_cost(cand, mesh, expected_->layout);
             }
-            if (cost < best || (cost == best && cand == leader)) {
+            // Equal costs: the plan that moves the first mesh axis (mesh-axis order)
+            // wins; then the first rule's leader.
+            auto moved = [&](ValueId c) {
+                AxisSet m = 0;
+                for (ValueId o : operands) {
+                    if (o == c || flexible_[o] || type(o).mesh < 0 || type(o).rank() == 0) continue;
+                    Layout want = aligned(c, o);
+                    for (size_t d = 0; d < type(o).rank(); ++d) {
+                        for (auto a : type(o).layout.dims[d]) {
+                            if (std::find(want.dims[d].begin(), want.dims[d].end(), a) == want.dims[d].end()) m |= sema::axis_bit(a);
+                        }
+                    }
+                }
+                return m;
+            };
+            bool tie_wins = false;
+            if (cost == best && cand != best_leader) {
+                AxisSet mc = moved(cand), mb = moved(best_leader);
+                AxisSet lowest_c = mc & (~mc + 1), lowest_b = mb & (~mb + 1);
+                tie_wins = mc != mb && mc && (!mb || lowest_c < lowest_b);
+                if (mc == mb) tie_wins = cand == leader;
+            }
+            if (cost < best || tie_wins) {
                 best = cost;
                 best_leader = cand;
             }
