@@ -568,7 +568,14 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     const auto& fn = doc["functions"][0];
     std::vector<std::string> keys;
     for (const auto& item : fn.items()) keys.push_back(item.key());
-    CHECK(keys == std::vector<std::string>{"name", "instance", "collectives"});
+    CHECK(keys == std::vector<std::string>{"name", "instance", "collectives", "total_cost_s", "label", "mesh_instance", "free", "layouts"});
+    CHECK(fn["label"] == "mlp");
+    CHECK(fn["mesh_instance"].empty());
+    CHECK(fn["total_cost_s"].get<double>() == Approx(6 * 5e-6 + 384 / 1e11));
+    // Every value with a layout, parameters first.
+    REQUIRE(!fn["layouts"].empty());
+    CHECK(fn["layouts"][0]["parameter"] == true);
+    CHECK(fn["layouts"][0]["type"].get<std::string>().find("on Pod") != std::string::npos);
     CHECK(fn["name"] == "mlp");
     CHECK(fn["instance"].is_object());
     CHECK(fn["instance"].empty());
@@ -576,7 +583,11 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     const auto& c = fn["collectives"][0];
     keys.clear();
     for (const auto& item : c.items()) keys.push_back(item.key());
-    CHECK(keys == std::vector<std::string>{"kind", "op", "axes", "dtype", "shape", "bytes", "cost_s", "line", "col"});
+    CHECK(keys == std::vector<std::string>{"kind", "op", "axes", "dtype", "shape", "bytes", "cost_s", "line", "col",
+                                           "sent_bytes", "inserted", "reason"});
+    CHECK(c["sent_bytes"].get<double>() == Approx(384));
+    CHECK(c["inserted"] == true);
+    CHECK(c["reason"].is_string());
     CHECK(c["kind"] == "all_reduce");
     CHECK(c["op"] == "sum");
     CHECK(c["axes"] == nlohmann::ordered_json::array({"model"}));
