@@ -385,10 +385,12 @@ private:
 
     // ------------------------------------------------------------ loops
 
-    /// for (i = 0; i < n; ++i) body(i), in the current block; returns with the builder
-    /// after the loop.
+    /// for (i = first, c = inits; i < n; i += step) c = body(i, c), in the current block
+    /// (`step` > 0); returns the carried values' final state, with the builder after the
+    /// loop. The one loop shape every emitted loop uses.
     template <typename F>
-    void loop(llvm::Value* n, F&& body) {
+    std::vector<llvm::Value*> counted_loop(llvm::Value* first, llvm::Value* n, llvm::Value* step,
+                                           const std::vector<llvm::Value*>& inits, F&& body) {
         llvm::BasicBlock* pre = b_.GetInsertBlock();
         auto* head = llvm::BasicBlock::Create(ctx_, "loop", llfn_);
         auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", llfn_);
@@ -396,14 +398,32 @@ private:
         b_.CreateBr(head);
         b_.SetInsertPoint(head);
         llvm::PHINode* i = b_.CreatePHI(n->getType(), 2, "i");
-        i->addIncoming(llvm::ConstantInt::get(n->getType(), 0), pre);
+        i->addIncoming(first, pre);
+        std::vector<llvm::Value*> carried;
+        for (llvm::Value* init : inits) {
+            llvm::PHINode* c = b_.CreatePHI(init->getType(), 2, "acc");
+            c->addIncoming(init, pre);
+            carried.push_back(c);
+        }
         b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
         b_.SetInsertPoint(bodyb);
-        body(static_cast<llvm::Value*>(i));
-        llvm::Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(n->getType(), 1), "", true, true);
-        i->addIncoming(next, b_.GetInsertBlock());
+        std::vector<llvm::Value*> next = body(static_cast<llvm::Value*>(i), carried);
+        llvm::BasicBlock* latch = b_.GetInsertBlock();
+        i->addIncoming(b_.CreateAdd(i, step, "", true, true), latch);
+        for (size_t k = 0; k < carried.size(); ++k) llvm::cast<llvm::PHINode>(carried[k])->addIncoming(next[k], latch);
         b_.CreateBr(head);
         b_.SetInsertPoint(exit);
+        return carried;
+    }
+    /// for (i = 0; i < n; ++i) body(i).
+    template <typename F>
+    void loop(llvm::Value* n, F&& body) {
+        llvm::Value* zero = llvm::ConstantInt::get(n->getType(), 0);
+        llvm::Value* one = llvm::ConstantInt::get(n->getType(), 1);
+        counted_loop(zero, n, one, {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+            body(i);
+            return std::vector<llvm::Value*>{};
+        });
     }
     /// Nested loops over `shape`, outermost first; body gets the index of each dim.
     template <typename F>
@@ -427,25 +447,11 @@ private:
     /// for (i = 0, acc = init; i < n; ++i) acc = body(i, acc); returns the final acc.
     template <typename F>
     llvm::Value* loop_acc(llvm::Value* n, llvm::Value* init, F&& body) {
-        llvm::BasicBlock* pre = b_.GetInsertBlock();
-        auto* head = llvm::BasicBlock::Create(ctx_, "loop", llfn_);
-        auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", llfn_);
-        auto* exit = llvm::BasicBlock::Create(ctx_, "done", llfn_);
-        b_.CreateBr(head);
-        b_.SetInsertPoint(head);
-        llvm::PHINode* i = b_.CreatePHI(n->getType(), 2, "i");
-        llvm::PHINode* acc = b_.CreatePHI(init->getType(), 2, "acc");
-        i->addIncoming(llvm::ConstantInt::get(n->getType(), 0), pre);
-        acc->addIncoming(init, pre);
-        b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
-        b_.SetInsertPoint(bodyb);
-        llvm::Value* next_acc = body(static_cast<llvm::Value*>(i), static_cast<llvm::Value*>(acc));
-        llvm::Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(n->getType(), 1), "", true, true);
-        i->addIncoming(next, b_.GetInsertBlock());
-        acc->addIncoming(next_acc, b_.GetInsertBlock());
-        b_.CreateBr(head);
-        b_.SetInsertPoint(exit);
-        return acc;
+        llvm::Value* zero = llvm::ConstantInt::get(n->getType(), 0);
+        llvm::Value* one = llvm::ConstantInt::get(n->getType(), 1);
+        return counted_loop(zero, n, one, {init}, [&](llvm::Value* i, const std::vector<llvm::Value*>& acc) {
+            return std::vector<llvm::Value*>{body(i, acc[0])};
+        })[0];
     }
     /// The multi-index of row-major position `i` in `shape` (constant divisors).
     std::vector<llvm::Value*> unravel(llvm::Value* i, const std::vector<int64_t>& shape) {
@@ -501,7 +507,6 @@ private:
         };
         emit(true, grid);
         MESHC_ASSERT(threads >= 0, "a GPU region has one loop nest");
-        llvm::BasicBlock* gpu_end = b_.GetInsertBlock();
         gpu::Region region;
         region.host = llfn_;
         region.dev = dev_;
@@ -512,30 +517,18 @@ private:
         b_.CreateBr(join);
         b_.SetInsertPoint(cpu_end);
         b_.CreateBr(join);
-        (void)gpu_end;
         b_.SetInsertPoint(join);
         regions_.push_back(std::move(region));
     }
     /// for (i = thread; i < product(shape); i += threads) body(unravel(i)).
     void grid_stride(const std::vector<int64_t>& shape, const Body& body) {
-        llvm::Value* n = i64c(product(shape));
         llvm::Value* first = call(gpu::kThread, {});
         llvm::Value* step = call(gpu::kThreads, {});
-        llvm::BasicBlock* pre = b_.GetInsertBlock();
-        auto* head = llvm::BasicBlock::Create(ctx_, "grid", llfn_);
-        auto* bodyb = llvm::BasicBlock::Create(ctx_, "element", llfn_);
-        auto* exit = llvm::BasicBlock::Create(ctx_, "grid.done", llfn_);
-        b_.CreateBr(head);
-        b_.SetInsertPoint(head);
-        llvm::PHINode* i = b_.CreatePHI(i64_, 2, "g");
-        i->addIncoming(first, pre);
-        b_.CreateCondBr(b_.CreateICmpSLT(i, n), bodyb, exit);
-        b_.SetInsertPoint(bodyb);
-        body(unravel(i, shape));
-        llvm::Value* next = b_.CreateAdd(i, step, "", true, true);
-        i->addIncoming(next, b_.GetInsertBlock());
-        b_.CreateBr(head);
-        b_.SetInsertPoint(exit);
+        counted_loop(first, i64c(product(shape)), step, {},
+                     [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+                         body(unravel(i, shape));
+                         return std::vector<llvm::Value*>{};
+                     });
     }
 
     /// A loop nest over `shape` whose iterations write distinct elements (so that the
