@@ -48,7 +48,7 @@
 
 namespace meshc::codegen {
 
-using ast::DType;
+using meshc::DType;
 using ir::Ew;
 using ir::Op;
 using ir::OpKind;
@@ -272,8 +272,8 @@ private:
     llvm::Constant* layout_of(const ir::TensorType& t) {
         std::vector<int32_t> counts, axes;
         for (size_t d = 0; d < t.shape.size(); ++d) {
-            const sema::AxisList empty;
-            const sema::AxisList& list = d < t.layout.dims.size() ? t.layout.dims[d] : empty;
+            const ir::AxisList empty;
+            const ir::AxisList& list = d < t.layout.dims.size() ? t.layout.dims[d] : empty;
             counts.push_back(t.mesh >= 0 ? static_cast<int32_t>(list.size()) : 0);
             if (t.mesh >= 0) {
                 for (uint8_t a : list) axes.push_back(a);
@@ -895,21 +895,21 @@ private:
     llvm::Value* partial_placement(const Op& op, std::vector<llvm::Value*>& offset) {
         ValueId x = op.operands[0], r = op.results[0];
         int32_t mesh = gtype(x).mesh;
-        sema::AxisSet split_removed = 0;
+        ir::AxisSet split_removed = 0;
         offset.assign(lshape(x).size(), nullptr);
         for (size_t d = 0; d < lshape(x).size(); ++d) {
-            const sema::AxisList& in = gtype(x).layout.dims[d];
-            const sema::AxisList& out = gtype(r).layout.dims[d];
+            const ir::AxisList& in = gtype(x).layout.dims[d];
+            const ir::AxisList& out = gtype(r).layout.dims[d];
             std::vector<int32_t> removed;
             for (size_t k = out.size(); k < in.size(); ++k) {
                 removed.push_back(in[k]);
-                split_removed |= sema::axis_bit(in[k]);
+                split_removed |= ir::axis_bit(in[k]);
             }
             offset[d] = removed.empty() ? i64c(0) : b_.CreateMul(piece(mesh, removed), i64c(lshape(x)[d]));
         }
         llvm::Value* keep = b_.getTrue();
         for (int32_t a : spmd::group_axes(*fn_, op)) {
-            if (split_removed & sema::axis_bit(static_cast<size_t>(a))) continue;
+            if (split_removed & ir::axis_bit(static_cast<size_t>(a))) continue;
             keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(mesh, a), i64c(0)));
         }
         return keep;
@@ -2291,9 +2291,9 @@ private:
         // N counts the devices over the other axes only.
         int64_t holders = lt.mesh < 0 ? lm_.device_count : gm_.meshes[static_cast<size_t>(lt.mesh)].device_count();
         if (lt.mesh >= 0) {
-            const sema::Mesh& lm = gm_.meshes[static_cast<size_t>(lt.mesh)];
+            const ir::Mesh& lm = gm_.meshes[static_cast<size_t>(lt.mesh)];
             for (size_t a = 0; a < lm.axes.size(); ++a) {
-                if (lt.layout.partial & sema::axis_bit(a)) holders /= lm.axes[a].size;
+                if (lt.layout.partial & ir::axis_bit(a)) holders /= lm.axes[a].size;
             }
         }
         llvm::Value* seed = call("meshrt_alloc", {dev_, i64c(lbytes)});
@@ -2323,11 +2323,11 @@ private:
             // whole dL/dV; the gradient (pending over P too) keeps it on the devices at
             // coordinate 0 of P and zeros elsewhere, so that its pieces sum to dL/dV.
             std::vector<int32_t> axes;
-            sema::AxisSet partial = t.mesh >= 0 ? t.layout.partial : 0;
+            ir::AxisSet partial = t.mesh >= 0 ? t.layout.partial : 0;
             if (mesh >= 0) {
-                sema::AxisSet split = t.mesh >= 0 ? t.layout.split_axes() : 0;
+                ir::AxisSet split = t.mesh >= 0 ? t.layout.split_axes() : 0;
                 for (size_t a = 0; a < gm_.meshes[static_cast<size_t>(mesh)].axes.size(); ++a) {
-                    if (!(split & sema::axis_bit(a)) && !(partial & sema::axis_bit(a)) && gm_.meshes[static_cast<size_t>(mesh)].axes[a].size > 1)
+                    if (!(split & ir::axis_bit(a)) && !(partial & ir::axis_bit(a)) && gm_.meshes[static_cast<size_t>(mesh)].axes[a].size > 1)
                         axes.push_back(static_cast<int32_t>(a));
                 }
             }
@@ -2335,7 +2335,7 @@ private:
                 if (!partial) return;
                 llvm::Value* keep = b_.getTrue();
                 for (size_t a = 0; a < gm_.meshes[static_cast<size_t>(t.mesh)].axes.size(); ++a) {
-                    if (partial & sema::axis_bit(a)) keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(t.mesh, static_cast<int32_t>(a)), i64c(0)));
+                    if (partial & ir::axis_bit(a)) keep = b_.CreateAnd(keep, b_.CreateICmpEQ(coord(t.mesh, static_cast<int32_t>(a)), i64c(0)));
                 }
                 auto* clear = llvm::BasicBlock::Create(ctx_, "share", llfn_);
                 auto* join = llvm::BasicBlock::Create(ctx_, "shared", llfn_);
@@ -2373,7 +2373,7 @@ private:
 
         auto* mesh_ty = llvm::StructType::get(ctx_, {ptr_, i32_, ptr_, ptr_});
         std::vector<llvm::Constant*> meshes;
-        for (const sema::Mesh& m : gm_.meshes) {
+        for (const ir::Mesh& m : gm_.meshes) {
             std::vector<llvm::Constant*> names;
             std::vector<int64_t> sizes;
             for (const auto& a : m.axes) {

@@ -23,6 +23,7 @@
 
 #include "codegen/codegen.h"
 #include "ir/gir.h"
+#include "sema/mesh.h"
 #include "sema/explain.h"
 #include "sema/rebind.h"
 #include "spmd/spmd.h"

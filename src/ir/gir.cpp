@@ -11,15 +11,15 @@
 
 namespace meshc::ir {
 
-size_t dtype_bytes(ast::DType t) {
+size_t dtype_bytes(DType t) {
     switch (t) {
-    case ast::DType::Bool: return 1;
-    case ast::DType::I32: return 4;
-    case ast::DType::I64: return 8;
-    case ast::DType::F16: return 2;
-    case ast::DType::BF16: return 2;
-    case ast::DType::F32: return 4;
-    case ast::DType::F64: return 8;
+    case DType::Bool: return 1;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F32: return 4;
+    case DType::F64: return 8;
     }
     return 0;
 }
@@ -127,7 +127,7 @@ std::string axis_label(const Mesh* mesh, size_t axis) {
 std::string partial_names(AxisSet set, const Mesh* mesh) {
     std::string out;
     for (size_t i = 0; i < 64; ++i) {
-        if (!(set & sema::axis_bit(i))) continue;
+        if (!(set & ir::axis_bit(i))) continue;
         if (!out.empty()) out += ", ";
         out += axis_label(mesh, i);
     }
@@ -136,7 +136,7 @@ std::string partial_names(AxisSet set, const Mesh* mesh) {
 
 /// `{0: data, 1: (data2, model)}`, without the pending axes (printed separately).
 std::string splits_to_string(const Layout& layout, const Mesh* mesh) {
-    return sema::layout_to_string(Layout{layout.dims, 0}, mesh ? *mesh : Mesh{});
+    return ir::layout_to_string(Layout{layout.dims, 0}, mesh ? *mesh : Mesh{});
 }
 
 std::string quoted(std::string_view text) {
@@ -181,10 +181,10 @@ private:
     void print_mesh(const Mesh& mesh) {
         out_ << "mesh " << mesh.name << " = [";
         for (size_t i = 0; i < mesh.axes.size(); ++i) {
-            const sema::MeshAxis& axis = mesh.axes[i];
+            const ir::MeshAxis& axis = mesh.axes[i];
             if (i) out_ << ", ";
             out_ << axis.name << ": " << axis.size;
-            if (axis.latency != sema::kDefaultLatency || axis.bandwidth != sema::kDefaultBandwidth) {
+            if (axis.latency != ir::kDefaultLatency || axis.bandwidth != ir::kDefaultBandwidth) {
                 out_ << fmt::format(" {{latency: {:g}, bandwidth: {:g}}}", axis.latency, axis.bandwidth);
             }
         }
@@ -374,7 +374,7 @@ private:
 }  // namespace
 
 std::string type_to_string(const Module& module, const TensorType& type) {
-    std::string_view dtype = ast::dtype_name(type.dtype);
+    std::string_view dtype = dtype_name(type.dtype);
     bool has_splits = type.layout.split_axes() != 0;
     if (type.mesh < 0 && type.shape.empty() && !has_splits && type.layout.partial == 0) {
         return std::string(dtype);

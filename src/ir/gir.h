@@ -13,23 +13,19 @@
 #include <string_view>
 #include <vector>
 
-#include "sema/mesh.h"
+#include "ir/layout.h"
+#include "support/dtype.h"
 #include "support/source_manager.h"
-#include "syntax/ast.h"
 
 namespace meshc::ir {
-
-using sema::AxisSet;
-using sema::Layout;
-using sema::Mesh;
 
 using ValueId = uint32_t;
 inline constexpr ValueId kNoValue = UINT32_MAX;
 
-size_t dtype_bytes(ast::DType t);
+size_t dtype_bytes(DType t);
 
 struct TensorType {
-    ast::DType dtype = ast::DType::F32;
+    DType dtype = DType::F32;
     std::vector<int64_t> shape;  // global shape
     int32_t mesh = -1;           // index into Module::meshes; -1: not placed (scalars)
     Layout layout;               // layout.dims.size() == shape.size()

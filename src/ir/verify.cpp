@@ -13,11 +13,11 @@
 namespace meshc::ir {
 namespace {
 
-using Axes = sema::AxisList;
+using Axes = ir::AxisList;
 
 AxisSet set_of(const Axes& axes) {
     AxisSet set = 0;
-    for (uint8_t a : axes) set |= sema::axis_bit(a);
+    for (uint8_t a : axes) set |= ir::axis_bit(a);
     return set;
 }
 
@@ -94,16 +94,16 @@ private:
                 axes_ok = false;
                 return;
             }
-            if (used & sema::axis_bit(a)) {
+            if (used & ir::axis_bit(a)) {
                 bad(fmt::format("axis {} is used more than once in {}", mesh->axes[a].name, type(id)));
             }
-            used |= sema::axis_bit(a);
+            used |= ir::axis_bit(a);
         };
         for (const Axes& d : t.layout.dims) {
             for (uint8_t a : d) use_axis(a);
         }
         for (size_t a = 0; a < 64; ++a) {
-            if (t.layout.partial & sema::axis_bit(a)) use_axis(a);
+            if (t.layout.partial & ir::axis_bit(a)) use_axis(a);
         }
         if (!axes_ok) return;
         for (size_t d = 0; d < t.rank(); ++d) {
@@ -351,8 +351,8 @@ private:
         }
         bool logical = op.ew == Ew::Eq || op.ew == Ew::Ne || op.ew == Ew::Lt || op.ew == Ew::Le || op.ew == Ew::Gt ||
                        op.ew == Ew::Ge || op.ew == Ew::And || op.ew == Ew::Or || op.ew == Ew::Not;
-        if (logical && r.dtype != ast::DType::Bool) {
-            bad(fmt::format("a comparison's result must be bool, not {}", ast::dtype_name(r.dtype)));
+        if (logical && r.dtype != DType::Bool) {
+            bad(fmt::format("a comparison's result must be bool, not {}", dtype_name(r.dtype)));
             return;
         }
         if (!same_mesh(op, bad)) return;
@@ -571,7 +571,7 @@ private:
             return;
         }
         const Mesh& mesh = *mesh_of(x);
-        AxisSet all = mesh.axes.size() >= 64 ? ~AxisSet{0} : sema::axis_bit(mesh.axes.size()) - 1;
+        AxisSet all = mesh.axes.size() >= 64 ? ~AxisSet{0} : ir::axis_bit(mesh.axes.size()) - 1;
         if (op.axes == 0 || (op.axes & ~all) != 0) {
             bad(fmt::format("axes mask {:#x} is empty or names axes mesh {} does not have", op.axes, mesh.name));
             return;
@@ -671,7 +671,7 @@ private:
             for (size_t d = 0; d < x.rank(); ++d) {
                 Axes expected;
                 for (uint8_t a : x.layout.dims[d]) {
-                    if (!(op.axes & sema::axis_bit(a))) expected.push_back(a);
+                    if (!(op.axes & ir::axis_bit(a))) expected.push_back(a);
                 }
                 if (r.layout.dims[d] != expected) {
                     bad(fmt::format("dim {} must keep only its axes outside {}: {}", d, axes, transition()));
@@ -695,11 +695,11 @@ private:
 std::vector<std::string> verify_module(const Module& module) {
     std::vector<std::string> problems;
     for (const Mesh& mesh : module.meshes) {
-        if (mesh.axes.size() > sema::kMaxMeshAxes) {
+        if (mesh.axes.size() > ir::kMaxMeshAxes) {
             problems.push_back(fmt::format("mesh {} has {} axes (at most {})", mesh.name, mesh.axes.size(),
-                                           sema::kMaxMeshAxes));
+                                           ir::kMaxMeshAxes));
         }
-        for (const sema::MeshAxis& axis : mesh.axes) {
+        for (const ir::MeshAxis& axis : mesh.axes) {
             if (axis.size < 1) problems.push_back(fmt::format("mesh {}: axis {} has size {}", mesh.name, axis.name, axis.size));
         }
     }

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "ir/gir.h"
-#include "sema/cost_model.h"
+#include "sema/mesh.h"
 
 namespace meshc::sema {
 

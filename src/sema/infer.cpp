@@ -21,7 +21,8 @@
 #include <fmt/format.h>
 
 #include "sema/builtins.h"
-#include "sema/cost_model.h"
+#include "ir/cost_model.h"
+#include "sema/mesh.h"
 #include "sema/signature.h"
 #include "syntax/ast_printer.h"
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "ir/gir.h"
+#include "sema/mesh.h"
 #include "sema/loader.h"
 #include "support/diagnostics.h"
 

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "sema/dim_expr.h"
+#include "sema/dims_from_ast.h"
 #include "sema/signature.h"
 #include "solver/refinement.h"
 #include "syntax/ast_printer.h"

@@ -6,11 +6,11 @@
 
 namespace meshc::solver {
 
-using sema::DimExpr;
-using sema::Factor;
-using sema::Monomial;
-using sema::SymbolId;
-using sema::Term;
+using solver::DimExpr;
+using solver::Factor;
+using solver::Monomial;
+using solver::SymbolId;
+using solver::Term;
 
 namespace {
 
@@ -27,12 +27,12 @@ bool is_unit(const DimExpr& e) {
 // Divisibility ignores signs: make the leading coefficient positive.
 DimExpr positive(const DimExpr& e) {
     if (e.is_zero() || e.terms()[0].coeff > 0) return e;
-    auto n = sema::negate(e);
+    auto n = solver::negate(e);
     return n ? std::move(n).value() : e;
 }
 
 DimExpr times(const DimExpr& a, const DimExpr& b, bool& ok) {
-    auto r = sema::mul(a, b);
+    auto r = solver::mul(a, b);
     if (!r) {
         ok = false;
         return DimExpr();
@@ -40,7 +40,7 @@ DimExpr times(const DimExpr& a, const DimExpr& b, bool& ok) {
     return std::move(r).value();
 }
 
-Monomial monomial_gcd(const Monomial& a, const Monomial& b, const sema::SymbolTable* only_positive) {
+Monomial monomial_gcd(const Monomial& a, const Monomial& b, const solver::SymbolTable* only_positive) {
     Monomial out;
     size_t j = 0;
     for (const Factor& f : a) {
@@ -63,7 +63,7 @@ int64_t gcd_i64(int64_t a, int64_t b) {
 // The largest c*m (c: gcd of all coefficients, m: gcd of all monomials) dividing every
 // term of a and of b, as a one-term expression. With `only_positive`, m uses only size
 // variables and axis sizes, so the factor is non-zero (what cancelling from a fact needs).
-DimExpr common_factor(const DimExpr& a, const DimExpr& b, const sema::SymbolTable* only_positive) {
+DimExpr common_factor(const DimExpr& a, const DimExpr& b, const solver::SymbolTable* only_positive) {
     int64_t c = gcd_i64(a.content(), b.content());
     if (c == 0) c = 1;
     std::optional<Monomial> m;
@@ -78,7 +78,7 @@ DimExpr common_factor(const DimExpr& a, const DimExpr& b, const sema::SymbolTabl
 }
 
 DimExpr divide(const DimExpr& a, const DimExpr& b) {
-    auto q = sema::exact_quotient(a, b);
+    auto q = solver::exact_quotient(a, b);
     return q ? *q : a;  // callers divide only by known factors
 }
 
@@ -89,10 +89,10 @@ DimExpr common_divisor(const DimExpr& k, const DimExpr& d) {
     DimExpr g0 = common_factor(k, d, nullptr);
     DimExpr k1 = divide(k, g0), d1 = divide(d, g0);
     bool ok = true;
-    if (sema::exact_quotient(d1, k1)) {
+    if (solver::exact_quotient(d1, k1)) {
         DimExpr g = times(g0, k1, ok);
         if (ok) return g;
-    } else if (sema::exact_quotient(k1, d1)) {
+    } else if (solver::exact_quotient(k1, d1)) {
         DimExpr g = times(g0, d1, ok);
         if (ok) return g;
     }
@@ -101,7 +101,7 @@ DimExpr common_divisor(const DimExpr& k, const DimExpr& d) {
 
 // R2: cancels the non-zero common factor; for a constant divisor, also the multiple's
 // content (coprime to it once the common factor is gone).
-void cancel(DimExpr& k, DimExpr& n, const sema::SymbolTable& symbols) {
+void cancel(DimExpr& k, DimExpr& n, const solver::SymbolTable& symbols) {
     if (k.is_zero() || n.is_zero()) return;
     DimExpr cf = common_factor(k, n, &symbols);
     if (!is_unit(cf)) {
@@ -116,7 +116,7 @@ void cancel(DimExpr& k, DimExpr& n, const sema::SymbolTable& symbols) {
 
 }  // namespace
 
-DivisibilityReasoner::DivisibilityReasoner(const sema::SymbolTable& symbols,
+DivisibilityReasoner::DivisibilityReasoner(const solver::SymbolTable& symbols,
                                            const std::vector<DivisibilityFact>& facts)
     : symbols_(symbols) {
     for (const DivisibilityFact& f : facts) {
@@ -140,7 +140,7 @@ DivisibilityReasoner::DivisibilityReasoner(const sema::SymbolTable& symbols,
             for (const DimExpr& d : current) {
                 // R3: d | x, d == q*y, e | y  =>  q*e | d | x.
                 for (size_t j = 0; j < entries_.size(); ++j) {
-                    auto q = sema::exact_quotient(d, entries_[j].multiple);
+                    auto q = solver::exact_quotient(d, entries_[j].multiple);
                     if (!q) continue;
                     std::vector<DimExpr> es = entries_[j].divisors;
                     for (const DimExpr& e : es) {
@@ -175,9 +175,9 @@ bool DivisibilityReasoner::add_divisor(Entry& entry, DimExpr d) {
     d = positive(d);
     if (d.is_zero() || is_unit(d)) return false;
     for (const DimExpr& e : entry.divisors)
-        if (sema::exact_quotient(e, d)) return false;  // d | e: nothing new
+        if (solver::exact_quotient(e, d)) return false;  // d | e: nothing new
     std::erase_if(entry.divisors,
-                  [&](const DimExpr& e) { return sema::exact_quotient(d, e).has_value(); });
+                  [&](const DimExpr& e) { return solver::exact_quotient(d, e).has_value(); });
     if (entry.divisors.size() >= kMaxDivisors) return false;
     entry.divisors.push_back(std::move(d));
     return true;
@@ -195,20 +195,20 @@ bool DivisibilityReasoner::solve(DimExpr k, DimExpr n, int depth, int& budget) c
     if (n.is_zero() || is_unit(k)) return true;
     if (k.is_zero()) return false;
     if (k.is_constant() && n.is_constant()) return *n.constant_value() % *k.constant_value() == 0;
-    if (sema::exact_quotient(n, k)) return true;  // R1
+    if (solver::exact_quotient(n, k)) return true;  // R1
     cancel(k, n, symbols_);                        // R2 (an equivalence)
     if (is_unit(k) || n.is_zero()) return true;
-    if (sema::exact_quotient(n, k)) return true;
+    if (solver::exact_quotient(n, k)) return true;
 
     // R4 with R3: n == x*r for a known multiple x; a common divisor g of k and a known
     // divisor d of x divides x; then k == g*k' divides x*r == n once k' | r.
     for (const Entry& entry : entries_) {
-        auto r = sema::exact_quotient(n, entry.multiple);
+        auto r = solver::exact_quotient(n, entry.multiple);
         if (!r) continue;
         for (const DimExpr& d : entry.divisors) {
             DimExpr g = common_divisor(k, d);
             if (is_unit(g)) continue;
-            auto k2 = sema::exact_quotient(k, g);
+            auto k2 = solver::exact_quotient(k, g);
             if (k2 && solve(*k2, *r, depth + 1, budget)) return true;
         }
     }
@@ -230,11 +230,11 @@ bool DivisibilityReasoner::solve(DimExpr k, DimExpr n, int depth, int& budget) c
             if (entry.multiple.terms().size() < 2) continue;
             bool k_divides_x = std::any_of(entry.divisors.begin(), entry.divisors.end(),
                                            [&](const DimExpr& d) {
-                                               return sema::exact_quotient(d, k).has_value();
+                                               return solver::exact_quotient(d, k).has_value();
                                            });
             if (!k_divides_x) continue;
             for (bool minus : {true, false}) {
-                auto rest = minus ? sema::sub(n, entry.multiple) : sema::add(n, entry.multiple);
+                auto rest = minus ? solver::sub(n, entry.multiple) : solver::add(n, entry.multiple);
                 if (rest && rest->terms().size() < n.terms().size() &&
                     solve(k, *rest, depth + 1, budget))
                     return true;
@@ -247,14 +247,14 @@ bool DivisibilityReasoner::solve(DimExpr k, DimExpr n, int depth, int& budget) c
     // variables (so b >= 1). If b | a then a == b*u exactly, and k | u*r <=> k*b | a*r.
     const Term& nt = n.terms()[0];
     for (const Factor& f : nt.monomial) {
-        if (symbols_.kind(f.symbol) != sema::SymbolKind::FloorDiv) continue;
+        if (symbols_.kind(f.symbol) != solver::SymbolKind::FloorDiv) continue;
         const DimExpr& a = symbols_.atom_numerator(f.symbol);
         const DimExpr& b = symbols_.atom_denominator(f.symbol);
         if (!b.is_single_term() || b.terms()[0].coeff <= 0) continue;
         bool positive_b = std::all_of(b.terms()[0].monomial.begin(), b.terms()[0].monomial.end(),
                                       [&](const Factor& g) { return symbols_.is_positive(g.symbol); });
         if (!positive_b) continue;
-        auto r = sema::exact_quotient(n, DimExpr::symbol(f.symbol));
+        auto r = solver::exact_quotient(n, DimExpr::symbol(f.symbol));
         if (!r) continue;
         bool ok = true;
         DimExpr kb = times(k, b, ok), ar = times(a, *r, ok);

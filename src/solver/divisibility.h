@@ -24,36 +24,36 @@
 
 #include <vector>
 
-#include "sema/dim_expr.h"
+#include "solver/dim_expr.h"
 
 namespace meshc::solver {
 
 struct DivisibilityFact {
-    sema::DimExpr divisor;
-    sema::DimExpr multiple;
+    solver::DimExpr divisor;
+    solver::DimExpr multiple;
 };
 
 class DivisibilityReasoner {
 public:
     /// Normalises the facts (R2) and closes the known divisors of each multiple under
     /// R3 and R5, with bounded rounds and sizes.
-    DivisibilityReasoner(const sema::SymbolTable& symbols, const std::vector<DivisibilityFact>& facts);
+    DivisibilityReasoner(const solver::SymbolTable& symbols, const std::vector<DivisibilityFact>& facts);
 
     /// True only if `divisor | multiple` follows from the facts by the rules above.
-    bool proves(const sema::DimExpr& divisor, const sema::DimExpr& multiple) const;
+    bool proves(const solver::DimExpr& divisor, const solver::DimExpr& multiple) const;
 
     /// The closed facts as `multiple: d1, d2` lines (for tests and debugging).
     std::string dump() const;
 
 private:
     struct Entry {
-        sema::DimExpr multiple;
-        std::vector<sema::DimExpr> divisors;  // an antichain under divisibility
+        solver::DimExpr multiple;
+        std::vector<solver::DimExpr> divisors;  // an antichain under divisibility
     };
-    bool add_divisor(Entry& entry, sema::DimExpr d);
-    bool solve(sema::DimExpr k, sema::DimExpr n, int depth, int& budget) const;
+    bool add_divisor(Entry& entry, solver::DimExpr d);
+    bool solve(solver::DimExpr k, solver::DimExpr n, int depth, int& budget) const;
 
-    const sema::SymbolTable& symbols_;
+    const solver::SymbolTable& symbols_;
     std::vector<Entry> entries_;
 };
 

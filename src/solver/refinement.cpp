@@ -16,11 +16,11 @@
 
 namespace meshc::solver {
 
-using sema::Assignment;
-using sema::DimResult;
-using sema::Substitution;
-using sema::SymbolKind;
-using sema::Term;
+using solver::Assignment;
+using solver::DimResult;
+using solver::Substitution;
+using solver::SymbolKind;
+using solver::Term;
 
 // ---------------------------------------------------------------- constraints
 
@@ -51,17 +51,17 @@ std::string_view decided_by_name(DecidedBy d) {
 
 std::string Constraint::to_string(const SymbolTable& symbols) const {
     if (kind == Kind::Divides) {
-        return fmt::format("{} % {} == 0", sema::operand_string(rhs, symbols, false),
-                           sema::operand_string(lhs, symbols, true));
+        return fmt::format("{} % {} == 0", solver::operand_string(rhs, symbols, false),
+                           solver::operand_string(lhs, symbols, true));
     }
     return fmt::format("{} {} {}", lhs.to_string(symbols), cmp_op_spelling(op),
                        rhs.to_string(symbols));
 }
 
 DimResult<bool> holds(const Constraint& c, const SymbolTable& symbols, const Assignment& values) {
-    auto l = sema::evaluate(c.lhs, symbols, values);
+    auto l = solver::evaluate(c.lhs, symbols, values);
     if (!l) return l.error();
-    auto r = sema::evaluate(c.rhs, symbols, values);
+    auto r = solver::evaluate(c.rhs, symbols, values);
     if (!r) return r.error();
     if (c.kind == Constraint::Kind::Divides) {
         int64_t k = *l, n = *r;
@@ -118,7 +118,7 @@ std::vector<SymbolId> constraint_leaves(const Constraint& c, const SymbolTable& 
 std::optional<DivisibilityFact> as_divisibility(const Constraint& c, const SymbolTable& symbols) {
     if (c.kind == Constraint::Kind::Divides) return DivisibilityFact{c.lhs, c.rhs};
     if (c.op != CmpOp::Eq) return std::nullopt;
-    auto p = sema::sub(c.lhs, c.rhs);
+    auto p = solver::sub(c.lhs, c.rhs);
     if (!p || !p->is_single_term()) return std::nullopt;
     const Term& t = p->terms()[0];
     if (t.monomial.size() != 1 || t.monomial[0].exponent != 1) return std::nullopt;
@@ -170,7 +170,7 @@ std::optional<Assignment> bounded_search(const SearchSpace& space, const SymbolT
     auto accept = [&]() -> bool {
         ++tried;
         for (const auto& [id, e] : space.computed) {
-            auto v = sema::evaluate(*e, symbols, a);
+            auto v = solver::evaluate(*e, symbols, a);
             if (!v || *v < 1) return false;
             a.set(id, *v);
         }
@@ -210,10 +210,10 @@ bool nonnegative_for_positive_symbols(const DimExpr& q, SymbolTable& symbols) {
     Substitution shift;
     for (SymbolId s : q.symbols()) {
         if (symbols.is_atom(s)) return false;
-        auto e = sema::add(DimExpr::symbol(s), DimExpr::constant(1));
+        auto e = solver::add(DimExpr::symbol(s), DimExpr::constant(1));
         shift.emplace(s, std::move(e).value());
     }
-    auto shifted = sema::substitute(q, shift, symbols);
+    auto shifted = solver::substitute(q, shift, symbols);
     if (!shifted) return false;
     return std::all_of(shifted->terms().begin(), shifted->terms().end(),
                        [](const Term& t) { return t.coeff >= 0; });
@@ -260,7 +260,7 @@ void orient_equality(DimExpr p, RefinementSolver::Derived& d, SymbolTable& symbo
         return;
     }
     int64_t g = p.content();
-    if (g > 1) p = *sema::exact_quotient(p, DimExpr::constant(g));
+    if (g > 1) p = *solver::exact_quotient(p, DimExpr::constant(g));
     std::optional<size_t> best;
     for (size_t i = 0; i < p.terms().size(); ++i) {
         const Term& t = p.terms()[i];
@@ -289,13 +289,13 @@ void orient_equality(DimExpr p, RefinementSolver::Derived& d, SymbolTable& symbo
     const Term& t = p.terms()[*best];
     SymbolId x = t.monomial[0].symbol;
     // p == c*x + rest == 0 with c == +-1: x == -c * rest.
-    auto rest = sema::sub(p, *DimExpr::from_terms({t}));
+    auto rest = solver::sub(p, *DimExpr::from_terms({t}));
     if (!rest) return;
-    auto e = sema::scale(*rest, -t.coeff);
+    auto e = solver::scale(*rest, -t.coeff);
     if (!e) return;
     Substitution one{{x, *e}};
     for (auto& [y, f] : d.subst) {
-        auto f2 = sema::substitute(f, one, symbols);
+        auto f2 = solver::substitute(f, one, symbols);
         if (!f2) return;  // overflow: keep the equality out of the substitution
         f = std::move(f2).value();
     }
@@ -374,17 +374,17 @@ RefinementSolver::Derived& RefinementSolver::derived() {
     for (const Constraint& f : facts_) {
         if (f.kind != Constraint::Kind::Compare || f.op != CmpOp::Eq) continue;
         if (as_divisibility(f, symbols_)) continue;
-        auto p = sema::sub(f.lhs, f.rhs);
+        auto p = solver::sub(f.lhs, f.rhs);
         if (!p) continue;
-        auto ps = sema::substitute(*p, d.subst, symbols_);
+        auto ps = solver::substitute(*p, d.subst, symbols_);
         if (!ps) continue;
         orient_equality(std::move(ps).value(), d, symbols_, div_facts);
     }
     for (const Constraint& f : facts_) {
         auto df = as_divisibility(f, symbols_);
         if (!df) continue;
-        auto k = sema::substitute(df->divisor, d.subst, symbols_);
-        auto n = sema::substitute(df->multiple, d.subst, symbols_);
+        auto k = solver::substitute(df->divisor, d.subst, symbols_);
+        auto n = solver::substitute(df->multiple, d.subst, symbols_);
         if (!k || !n) continue;
         if (k->is_constant() && n->is_constant()) {
             auto h = holds(Constraint::divides(*k, *n), symbols_, Assignment());
@@ -528,14 +528,14 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
 
     // 2-4. Normalise with the equalities, then the reasoning that needs no Z3.
     if (auto df = as_divisibility(goal, symbols_)) {
-        auto k = sema::substitute(df->divisor, d.subst, symbols_);
-        auto n = sema::substitute(df->multiple, d.subst, symbols_);
+        auto k = solver::substitute(df->divisor, d.subst, symbols_);
+        auto n = solver::substitute(df->multiple, d.subst, symbols_);
         if (k && n) {
             std::optional<bool> decided;
             if (k->is_constant() && n->is_constant()) {
                 auto h = holds(Constraint::divides(*k, *n), symbols_, Assignment());
                 if (h) decided = *h;
-            } else if (sema::exact_quotient(*n, *k) || n->is_zero()) {
+            } else if (solver::exact_quotient(*n, *k) || n->is_zero()) {
                 decided = true;
             }
             if (decided && *decided) return proved(DecidedBy::Normalization);
@@ -547,8 +547,8 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
             }
         }
     } else {
-        auto p = sema::sub(goal.lhs, goal.rhs);
-        auto ps = p ? sema::substitute(*p, d.subst, symbols_) : DimResult<DimExpr>(p.error());
+        auto p = solver::sub(goal.lhs, goal.rhs);
+        auto ps = p ? solver::substitute(*p, d.subst, symbols_) : DimResult<DimExpr>(p.error());
         if (ps) {
             if (auto c = ps->constant_value()) {
                 if (compare_constant(*c, goal.op)) return proved(DecidedBy::Normalization);
@@ -556,8 +556,8 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
                     return Outcome{Verdict::Refuted, DecidedBy::Normalization, std::move(*cex), {}};
             } else {
                 // 4. Positivity: p op 0 as q >= 0 for one or two q.
-                auto minus = [](const DimExpr& a, int64_t k) { return sema::sub(a, DimExpr::constant(k)); };
-                auto neg = sema::negate(*ps);
+                auto minus = [](const DimExpr& a, int64_t k) { return solver::sub(a, DimExpr::constant(k)); };
+                auto neg = solver::negate(*ps);
                 auto nonneg = [&](const DimResult<DimExpr>& q) {
                     return q && nonnegative_for_positive_symbols(*q, symbols_);
                 };

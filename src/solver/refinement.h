@@ -32,13 +32,13 @@
 #include <utility>
 #include <vector>
 
-#include "sema/dim_expr.h"
+#include "solver/dim_expr.h"
 
 namespace meshc::solver {
 
-using sema::DimExpr;
-using sema::SymbolId;
-using sema::SymbolTable;
+using solver::DimExpr;
+using solver::SymbolId;
+using solver::SymbolTable;
 
 class Z3Backend;  // solver/z3_backend.h
 
@@ -66,8 +66,8 @@ struct Constraint {
 
 /// Whether the constraint holds under `values` (errors: unbound symbol, overflow, a
 /// division by zero inside an atom).
-sema::DimResult<bool> holds(const Constraint& c, const SymbolTable& symbols,
-                            const sema::Assignment& values);
+solver::DimResult<bool> holds(const Constraint& c, const SymbolTable& symbols,
+                            const solver::Assignment& values);
 
 /// Values of symbols that satisfy every fact and violate the goal.
 struct Counterexample {

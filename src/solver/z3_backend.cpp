@@ -14,19 +14,19 @@
 
 namespace meshc::solver {
 
-using sema::DimExpr;
-using sema::SymbolId;
-using sema::SymbolKind;
+using solver::DimExpr;
+using solver::SymbolId;
+using solver::SymbolKind;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 bool is_linear_expr(const DimExpr& e, const SymbolTable& symbols) {
-    for (const sema::Term& t : e.terms()) {
+    for (const solver::Term& t : e.terms()) {
         if (t.monomial.size() > 1) return false;
         if (t.monomial.empty()) continue;
-        const sema::Factor& f = t.monomial[0];
+        const solver::Factor& f = t.monomial[0];
         if (f.exponent > 1) return false;
         if (symbols.is_atom(f.symbol)) {
             if (!symbols.atom_denominator(f.symbol).is_constant()) return false;
@@ -79,9 +79,9 @@ public:
 
     z3::expr expr(const DimExpr& e) {
         std::optional<z3::expr> sum;
-        for (const sema::Term& t : e.terms()) {
+        for (const solver::Term& t : e.terms()) {
             std::optional<z3::expr> product;
-            for (const sema::Factor& f : t.monomial) {
+            for (const solver::Factor& f : t.monomial) {
                 z3::expr base = z_.symbols.is_atom(f.symbol) ? atom(f.symbol) : leaf(f.symbol);
                 for (uint32_t i = 0; i < f.exponent; ++i) product = product ? *product * base : base;
             }
@@ -121,7 +121,7 @@ private:
     // A positive coefficient times size variables and axis sizes: >= 1.
     bool positive_monomial(const DimExpr& e) const {
         if (!e.is_single_term() || e.terms()[0].coeff < 1) return false;
-        for (const sema::Factor& f : e.terms()[0].monomial)
+        for (const solver::Factor& f : e.terms()[0].monomial)
             if (!z_.symbols.is_positive(f.symbol)) return false;
         return true;
     }

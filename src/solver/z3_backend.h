@@ -28,7 +28,7 @@ public:
     struct Result {
         enum class Status : uint8_t { Unsat, Sat, Unknown };
         Status status = Status::Unknown;
-        sema::Assignment model;  // Sat: the size variables and axis sizes of the query
+        solver::Assignment model;  // Sat: the size variables and axis sizes of the query
         std::string reason;      // Unknown: Z3's reason, or a Z3 error message
         bool timed_out = false;  // Unknown because the watchdog fired
         double ms = 0;

@@ -14,7 +14,7 @@ using ir::TensorType;
 
 std::vector<int64_t> local_shape(const ir::Module& module, const TensorType& type) {
     std::vector<int64_t> shape = type.shape;
-    const sema::Mesh* mesh = module.mesh(type.mesh);
+    const ir::Mesh* mesh = module.mesh(type.mesh);
     if (!mesh) return shape;
     for (size_t d = 0; d < shape.size() && d < type.layout.dims.size(); ++d) {
         int64_t factor = type.layout.split_factor(*mesh, d);
@@ -25,16 +25,16 @@ std::vector<int64_t> local_shape(const ir::Module& module, const TensorType& typ
 
 namespace {
 
-std::vector<int32_t> axes_of(sema::AxisSet set) {
+std::vector<int32_t> axes_of(ir::AxisSet set) {
     std::vector<int32_t> out;
     for (int32_t a = 0; a < 64; ++a) {
-        if (set & sema::axis_bit(static_cast<size_t>(a))) out.push_back(a);
+        if (set & ir::axis_bit(static_cast<size_t>(a))) out.push_back(a);
     }
     return out;
 }
 
 // `longer` minus its prefix `prefix`; empty with ok = false when it is not a prefix.
-std::vector<int32_t> suffix_after(const sema::AxisList& prefix, const sema::AxisList& longer, bool& ok) {
+std::vector<int32_t> suffix_after(const ir::AxisList& prefix, const ir::AxisList& longer, bool& ok) {
     std::vector<int32_t> out;
     ok = prefix.size() <= longer.size();
     for (size_t i = 0; ok && i < prefix.size(); ++i) ok = prefix[i] == longer[i];
@@ -76,7 +76,7 @@ std::vector<int32_t> group_axes(const ir::Function& fn, const Op& op) {
 LocalModule partition(const ir::Module& module) {
     LocalModule out;
     out.global = &module;
-    for (const sema::Mesh& m : module.meshes) out.device_count = std::max(out.device_count, m.device_count());
+    for (const ir::Mesh& m : module.meshes) out.device_count = std::max(out.device_count, m.device_count());
     for (size_t i = 0; i < module.functions.size(); ++i) {
         const ir::Function& fn = module.functions[i];
         LocalFunction lf;
@@ -107,7 +107,7 @@ private:
     std::vector<std::string>& problems_;
 
     const std::vector<int64_t>& shape(ir::ValueId v) const { return f_.shape[v]; }
-    const sema::Mesh* mesh_of(ir::ValueId v) const { return m_.global->mesh(fn_.types[v].mesh); }
+    const ir::Mesh* mesh_of(ir::ValueId v) const { return m_.global->mesh(fn_.types[v].mesh); }
 
     void problem(const Op& op, const std::string& what) {
         problems_.push_back(fmt::format("{}: {} %{}: {}", ir::function_label(fn_), ir::op_name(op.kind),
@@ -115,7 +115,7 @@ private:
     }
 
     int64_t group_size(ir::ValueId v, const std::vector<int32_t>& axes) const {
-        const sema::Mesh* mesh = mesh_of(v);
+        const ir::Mesh* mesh = mesh_of(v);
         int64_t n = 1;
         for (int32_t a : axes) {
             if (!mesh || a < 0 || static_cast<size_t>(a) >= mesh->axes.size()) return -1;
@@ -177,8 +177,8 @@ private:
                 problem(op, "no device group");
                 break;
             }
-            sema::AxisSet set = 0;
-            for (int32_t a : axes) set |= sema::axis_bit(static_cast<size_t>(a));
+            ir::AxisSet set = 0;
+            for (int32_t a : axes) set |= ir::axis_bit(static_cast<size_t>(a));
             if (set != op.axes) problem(op, "its group axes are not the axes it runs over");
             auto in = shape(op.operands[0]);
             const auto& out = shape(op.results[0]);
@@ -237,8 +237,8 @@ std::vector<std::string> verify(const LocalModule& module) {
 
 namespace {
 
-std::string shape_str(ast::DType dt, const std::vector<int64_t>& s) {
-    return fmt::format("{}[{}]", ast::dtype_name(dt), fmt::join(s, ", "));
+std::string shape_str(DType dt, const std::vector<int64_t>& s) {
+    return fmt::format("{}[{}]", dtype_name(dt), fmt::join(s, ", "));
 }
 
 class Printer {
@@ -271,7 +271,7 @@ private:
     std::string value(ir::ValueId v) const { return fmt::format("%{}: {}", v, type(v)); }
 
     std::string group(const Op& op) const {
-        const sema::Mesh* mesh = m_.global->mesh(fn_.types[op.operands[0]].mesh);
+        const ir::Mesh* mesh = m_.global->mesh(fn_.types[op.operands[0]].mesh);
         if (!mesh) return "?";
         std::vector<std::string> names;
         int64_t n = 1;
@@ -336,7 +336,7 @@ private:
 
 void print(std::ostream& out, const LocalModule& module) {
     out << fmt::format("// local IR: one program for each of {} devices\n", module.device_count);
-    for (const sema::Mesh& m : module.global->meshes) {
+    for (const ir::Mesh& m : module.global->meshes) {
         std::vector<std::string> axes;
         for (const auto& a : m.axes) axes.push_back(fmt::format("{}: {}", a.name, a.size));
         out << fmt::format("mesh {} = [{}]  // devices 0..{}\n", m.name, fmt::join(axes, ", "), m.device_count() - 1);

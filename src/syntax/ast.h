@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "support/dtype.h"
 #include "support/source_manager.h"
 
 namespace meshc::ast {
@@ -24,8 +25,8 @@ struct Ident {
     Span span;
 };
 
-enum class DType : uint8_t { Bool, I32, I64, F16, BF16, F32, F64 };
-std::string_view dtype_name(DType t);
+using meshc::DType;
+using meshc::dtype_name;
 
 // ---------------------------------------------------------------- dim expressions
 // Sizes in shapes, generic arguments and where clauses.

@@ -2,7 +2,7 @@
 // against figures worked out by hand from the draft's table.
 #include <catch2/catch.hpp>
 
-#include "sema/cost_model.h"
+#include "ir/cost_model.h"
 #include "sema/mesh.h"
 #include "syntax/parser.h"
 

@@ -1,11 +1,11 @@
-// Unit tests for dim expressions in normal form (sema/dim_expr.h): equality up to
+// Unit tests for dim expressions in normal form (sema/dims_from_ast.h): equality up to
 // commutativity and distribution, exact and floor division, `%` atoms, substitution,
 // evaluation, overflow, printing and the conversion from parsed dims.
 #include <catch2/catch.hpp>
 
 #include <deque>
 
-#include "sema/dim_expr.h"
+#include "sema/dims_from_ast.h"
 #include "syntax/ast.h"
 
 using namespace meshc;

@@ -38,15 +38,15 @@ constexpr const char* kSource =
     "    save(\"y.npy\", y);\n"                                 // 19
     "}\n";                                                      // 20
 
-const AxisSet kData = sema::axis_bit(0);
-const AxisSet kModel = sema::axis_bit(1);
+const AxisSet kData = ir::axis_bit(0);
+const AxisSet kModel = ir::axis_bit(1);
 constexpr uint8_t D = 0;  // axis index of data
 constexpr uint8_t M = 1;  // axis index of model
 
 Mesh pod() {
     Mesh mesh;
     mesh.name = "Pod";
-    mesh.axes = {sema::MeshAxis{"data", 2}, sema::MeshAxis{"model", 4}};
+    mesh.axes = {ir::MeshAxis{"data", 2}, ir::MeshAxis{"model", 4}};
     return mesh;
 }
 
@@ -258,7 +258,7 @@ TEST_CASE("types print in the type syntax, keyed by position", "[gir]") {
     CHECK(type_to_string(module, scalar(ast::DType::I64)) == "i64");
     TensorType unplaced;
     unplaced.shape = {8, 16};
-    unplaced.layout = sema::Layout::replicated(2);
+    unplaced.layout = ir::Layout::replicated(2);
     CHECK(type_to_string(module, unplaced) == "Tensor f32 [8, 16]");
     CHECK(type_to_string(module, tensor({8, 16}, {{}, {}})) == "Tensor f32 [8, 16] on Pod");
     CHECK(type_to_string(module, tensor({8, 16}, {{D}, {}}, kModel)) ==
@@ -424,7 +424,7 @@ TEST_CASE("the verifier rejects broken MLPs", "[gir][verify]") {
          "@mlp: %3: layout has 1 dims for a tensor of rank 2"},
         {"unknown axis", [&](Module& m) { mlp(m).types[0].layout.dims[0] = {7}; },
          "%0 (x): axis #7 is not an axis of mesh Pod"},
-        {"unknown partial axis", [&](Module& m) { mlp(m).types[5].layout.partial |= sema::axis_bit(9); },
+        {"unknown partial axis", [&](Module& m) { mlp(m).types[5].layout.partial |= ir::axis_bit(9); },
          "axis #9 is not an axis of mesh Pod"},
         {"axis split and partial", [&](Module& m) { mlp(m).types[5].layout.partial |= kData; },
          "%5: axis data is used more than once"},

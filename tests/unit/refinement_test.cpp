@@ -6,7 +6,7 @@
 #include "solver/refinement.h"
 
 using namespace meshc;
-using namespace meshc::sema;
+
 using namespace meshc::solver;
 
 namespace {

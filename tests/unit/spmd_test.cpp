@@ -14,7 +14,7 @@ namespace {
 Mesh cube() {
     Mesh mesh;
     mesh.name = "Cube";
-    mesh.axes = {sema::MeshAxis{"a", 2}, sema::MeshAxis{"b", 3}, sema::MeshAxis{"c", 4}};
+    mesh.axes = {ir::MeshAxis{"a", 2}, ir::MeshAxis{"b", 3}, ir::MeshAxis{"c", 4}};
     return mesh;
 }
 
@@ -43,7 +43,7 @@ TEST_CASE("local shapes divide each dim by the sizes of the axes that split it",
     Module m;
     m.meshes.push_back(cube());
     CHECK(spmd::local_shape(m, tensor({24, 8}, {{0, 1}, {2}})) == std::vector<int64_t>{4, 2});
-    CHECK(spmd::local_shape(m, tensor({24, 8}, {{}, {}}, sema::axis_bit(1))) == std::vector<int64_t>{24, 8});
+    CHECK(spmd::local_shape(m, tensor({24, 8}, {{}, {}}, ir::axis_bit(1))) == std::vector<int64_t>{24, 8});
     TensorType unplaced = tensor({5}, {{}});
     unplaced.mesh = -1;
     CHECK(spmd::local_shape(m, unplaced) == std::vector<int64_t>{5});
@@ -54,19 +54,19 @@ TEST_CASE("device groups are ordered like the split they take or give", "[spmd]"
     // all_gather over c of a dim split (a, c): the group is the minor axis c.
     ValueId x = fn.add_value(tensor({16, 4}, {{0, 2}, {}}));
     ValueId g = fn.add_value(tensor({16, 4}, {{0}, {}}));
-    CHECK(spmd::group_axes(fn, unary(OpKind::AllGather, x, g, sema::axis_bit(2), 0)) == std::vector<int32_t>{2});
+    CHECK(spmd::group_axes(fn, unary(OpKind::AllGather, x, g, ir::axis_bit(2), 0)) == std::vector<int32_t>{2});
     // reduce_scatter / local_slice append axes in the result's order (c before b here).
-    ValueId p = fn.add_value(tensor({24, 4}, {{}, {}}, sema::axis_bit(1) | sema::axis_bit(2)));
+    ValueId p = fn.add_value(tensor({24, 4}, {{}, {}}, ir::axis_bit(1) | ir::axis_bit(2)));
     ValueId s = fn.add_value(tensor({24, 4}, {{2, 1}, {}}));
-    CHECK(spmd::group_axes(fn, unary(OpKind::ReduceScatter, p, s, sema::axis_bit(1) | sema::axis_bit(2), 0)) ==
+    CHECK(spmd::group_axes(fn, unary(OpKind::ReduceScatter, p, s, ir::axis_bit(1) | ir::axis_bit(2), 0)) ==
           std::vector<int32_t>{2, 1});
     // all_to_all moves the from-dim's minor axes to the to-dim.
     ValueId t0 = fn.add_value(tensor({8, 8}, {{0, 1}, {}}));
     ValueId t1 = fn.add_value(tensor({8, 8}, {{0}, {1}}));
-    CHECK(spmd::group_axes(fn, unary(OpKind::AllToAll, t0, t1, sema::axis_bit(1), 0, 1)) == std::vector<int32_t>{1});
+    CHECK(spmd::group_axes(fn, unary(OpKind::AllToAll, t0, t1, ir::axis_bit(1), 0, 1)) == std::vector<int32_t>{1});
     // all_reduce and make_partial: the axes in mesh order.
     ValueId r = fn.add_value(tensor({4}, {{}}));
-    CHECK(spmd::group_axes(fn, unary(OpKind::AllReduce, p, r, sema::axis_bit(2) | sema::axis_bit(0), -1)) ==
+    CHECK(spmd::group_axes(fn, unary(OpKind::AllReduce, p, r, ir::axis_bit(2) | ir::axis_bit(0), -1)) ==
           std::vector<int32_t>{0, 2});
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("the local-IR verifier checks each op's local shapes", "[spmd]") {
     fn.name = "f";
     ValueId x = fn.add_value(tensor({16, 4}, {{2}, {}}));   // local [4, 4]
     ValueId g = fn.add_value(tensor({16, 4}, {{}, {}}));    // local [16, 4]
-    fn.ops.push_back(unary(OpKind::AllGather, x, g, sema::axis_bit(2), 0));
+    fn.ops.push_back(unary(OpKind::AllGather, x, g, ir::axis_bit(2), 0));
     m.functions.push_back(fn);
     CHECK(spmd::verify(spmd::partition(m)).empty());
 
@@ -93,7 +93,7 @@ TEST_CASE("partition finds main and the device count of the largest mesh", "[spm
     m.meshes.push_back(cube());
     Mesh small;
     small.name = "Two";
-    small.axes = {sema::MeshAxis{"x", 2}};
+    small.axes = {ir::MeshAxis{"x", 2}};
     m.meshes.push_back(small);
     Function f;
     f.name = "main";

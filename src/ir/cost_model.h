@@ -1,14 +1,14 @@
 // The communication cost model of LANGUAGE.md sections 6 and 8: what each collective
 // sends per device over a ring and what it costs in seconds. Consumed by coercion
-// planning (choosing the cheapest plan) and by `meshc explain`.
+// planning (ir/reshard_plan.h) (choosing the cheapest plan) and by `meshc explain`.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
-#include "sema/mesh.h"
+#include "ir/layout.h"
 
-namespace meshc::sema {
+namespace meshc::ir {
 
 enum class CollectiveKind : uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll };
 std::string_view collective_name(CollectiveKind kind);
@@ -35,4 +35,4 @@ struct CollectiveCost {
 CollectiveCost collective_cost(CollectiveKind kind, const Mesh& mesh, AxisSet axes,
                                double buffer_bytes);
 
-}  // namespace meshc::sema
+}  // namespace meshc::ir

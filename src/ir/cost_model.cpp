@@ -1,10 +1,10 @@
 // Collective costs; see cost_model.h.
-#include "sema/cost_model.h"
+#include "ir/cost_model.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace meshc::sema {
+namespace meshc::ir {
 
 std::string_view collective_name(CollectiveKind kind) {
     switch (kind) {
@@ -45,4 +45,4 @@ CollectiveCost collective_cost(CollectiveKind kind, const Mesh& mesh, AxisSet ax
     return cost;
 }
 
-}  // namespace meshc::sema
+}  // namespace meshc::ir

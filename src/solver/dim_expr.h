@@ -1,6 +1,6 @@
 // Dim expressions in normal form: integer polynomials over size variables (`B`),
 // mesh-axis sizes (`M.data`) and opaque atoms (`floor(a / b)`, `a % b`). Produced from
-// parsed `ast::Dim`s by from_ast() (and by the type checker's own arithmetic); consumed by
+// parsed `ast::Dim`s by solver::from_ast() (sema/dims_from_ast.h) (and by the type checker's own arithmetic); consumed by
 // shape unification (equality is structural on the normal form) and by
 // solver/refinement.h, which reasons about divisibility and comparisons of them.
 #pragma once
@@ -18,11 +18,7 @@
 
 #include "support/source_manager.h"
 
-namespace meshc::ast {
-struct Dim;
-}
-
-namespace meshc::sema {
+namespace meshc::solver {
 
 /// A variable of a dim polynomial: a size variable, a mesh-axis size, or an opaque atom.
 /// Index into the SymbolTable that created it; never compared across tables.
@@ -31,14 +27,14 @@ struct SymbolId {
     friend auto operator<=>(SymbolId, SymbolId) = default;
 };
 
-}  // namespace meshc::sema
+}  // namespace meshc::solver
 
 template <>
-struct std::hash<meshc::sema::SymbolId> {
-    size_t operator()(meshc::sema::SymbolId id) const { return std::hash<uint32_t>{}(id.index); }
+struct std::hash<meshc::solver::SymbolId> {
+    size_t operator()(meshc::solver::SymbolId id) const { return std::hash<uint32_t>{}(id.index); }
 };
 
-namespace meshc::sema {
+namespace meshc::solver {
 
 enum class SymbolKind : uint8_t {
     SizeVar,   // `B`; an integer >= 1
@@ -233,30 +229,9 @@ DimResult<int64_t> evaluate(const DimExpr& e, const SymbolTable& symbols, const 
 
 // ---------------------------------------------------------------- from the AST
 
-/// What a name in a dim expression denotes (answered by the type checker's scopes).
-struct DimBinding {
-    enum class Kind : uint8_t { Symbol, Constant, Unbound };
-    Kind kind = Kind::Unbound;
-    SymbolId symbol{};  // Symbol
-    int64_t value = 0;  // Constant: e.g. an axis size of a concrete mesh
-
-    static DimBinding of_symbol(SymbolId id) { return {Kind::Symbol, id, 0}; }
-    static DimBinding of_constant(int64_t v) { return {Kind::Constant, {}, v}; }
-    static DimBinding unbound() { return {}; }
-};
-
-/// Called with (name, nullopt) for a size variable and (mesh, axis) for `M.data`.
-using DimNameResolver =
-    std::function<DimBinding(std::string_view name, std::optional<std::string_view> axis)>;
-
-/// Converts a parsed dim (iteratively: long `a + b + ...` chains are fine). `/` becomes
-/// floor_div() and `%` mod(); errors carry the span of the node that failed.
-DimResult<DimExpr> from_ast(const ast::Dim& dim, SymbolTable& symbols,
-                            const DimNameResolver& resolve);
-
-}  // namespace meshc::sema
+}  // namespace meshc::solver
 
 template <>
-struct std::hash<meshc::sema::DimExpr> {
-    size_t operator()(const meshc::sema::DimExpr& e) const { return e.hash(); }
+struct std::hash<meshc::solver::DimExpr> {
+    size_t operator()(const meshc::solver::DimExpr& e) const { return e.hash(); }
 };
