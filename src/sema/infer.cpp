@@ -22,6 +22,7 @@
 
 #include "sema/builtins.h"
 #include "ir/cost_model.h"
+#include "ir/reshard_plan.h"
 #include "sema/mesh.h"
 #include "sema/signature.h"
 #include "syntax/ast_printer.h"
@@ -924,110 +925,13 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
 
 ValueId FunctionBuilder::plan_coercion_once(ValueId v, int32_t mesh_index, const Layout& target, Span span,
                                             const std::string& reason, bool inserted) {
-    const Mesh& mesh = in_.module_.meshes[mesh_index];
     Layout cur = plan_type(v).layout;
     if (dry_cost_) dry_layout_ = cur;
     if (cur == target) return v;
-    size_t rank = cur.dims.size();
-
-    // 1. Pending sums that the target does not keep.
-    AxisSet remove = cur.partial & ~target.partial;
-    if (remove) {
-        for (size_t d = 0; d < rank && remove; ++d) {
-            const auto& c = cur.dims[d];
-            const auto& t = target.dims[d];
-            if (t.size() <= c.size() || !std::equal(c.begin(), c.end(), t.begin())) continue;
-            AxisSet added = 0;
-            for (size_t i = c.size(); i < t.size(); ++i) added |= sema::axis_bit(t[i]);
-            if ((added & remove) != added) continue;
-            if (cur.split_axes() & added) continue;
-            Layout next = cur;
-            next.partial &= ~added;
-            next.dims[d] = t;
-            v = collective(ir::OpKind::ReduceScatter, v, added, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-            cur = next;
-            remove &= ~added;
-        }
-        if (remove) {
-            Layout next = cur;
-            next.partial &= ~remove;
-            v = collective(ir::OpKind::AllReduce, v, remove, -1, -1, next, span, reason, inserted);
-            cur = next;
-        }
+    for (const ir::ReshardStep& s : ir::plan_reshard(cur, target)) {
+        v = collective(s.kind, v, s.axes, s.dim, s.dim2, s.result, span, reason, inserted);
     }
-    // 2. Pending sums the target has and the value does not: free.
-    if (AxisSet add = target.partial & ~cur.partial) {
-        // {d: a} -> partial {a}: the local slice placed in a zero tensor of the unsplit
-        // size (free), so d loses a.
-        Layout next = cur;
-        for (auto& axes : next.dims) {
-            AxisList kept;
-            for (uint8_t a : axes) {
-                if (!(add & sema::axis_bit(a))) kept.push_back(a);
-            }
-            axes = kept;
-        }
-        next.partial |= add;
-        v = collective(ir::OpKind::MakePartial, v, add, -1, -1, next, span, reason, inserted);
-        cur = next;
-    }
-    auto prefix = [&](size_t d) {
-        size_t p = 0;
-        while (p < cur.dims[d].size() && p < target.dims[d].size() && cur.dims[d][p] == target.dims[d][p]) ++p;
-        return p;
-    };
-    auto slice_free = [&] {
-        for (size_t d = 0; d < rank; ++d) {
-            size_t p = prefix(d);
-            if (p != cur.dims[d].size()) continue;  // something to remove first
-            while (cur.dims[d].size() < target.dims[d].size()) {
-                uint8_t a = target.dims[d][cur.dims[d].size()];
-                AxisSet bit = sema::axis_bit(a);
-                if ((cur.split_axes() | cur.partial) & bit) break;  // still in use: later
-                Layout next = cur;
-                next.dims[d].push_back(a);
-                v = collective(ir::OpKind::LocalSlice, v, bit, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-                cur = next;
-            }
-        }
-    };
-    // 3. Free local slices first: they shrink every buffer sent after them.
-    slice_free();
-    // 4. all_to_all: an axis that is the only thing to remove from d1 and the next thing
-    //    to add to d2.
-    for (size_t d1 = 0; d1 < rank; ++d1) {
-        size_t p1 = prefix(d1);
-        if (cur.dims[d1].size() != p1 + 1) continue;
-        uint8_t a = cur.dims[d1].back();
-        for (size_t d2 = 0; d2 < rank; ++d2) {
-            if (d2 == d1) continue;
-            size_t p2 = prefix(d2);
-            if (p2 != cur.dims[d2].size() || target.dims[d2].size() <= p2 || target.dims[d2][p2] != a) continue;
-            Layout next = cur;
-            next.dims[d1].pop_back();
-            next.dims[d2].push_back(a);
-            v = collective(ir::OpKind::AllToAll, v, sema::axis_bit(a), static_cast<int32_t>(d1),
-                           static_cast<int32_t>(d2), next, span, reason, inserted);
-            cur = next;
-            break;
-        }
-    }
-    // 5. all_gather what remains to remove (the suffix past the common prefix, one
-    //    collective per dim over that group of axes).
-    for (size_t d = 0; d < rank; ++d) {
-        size_t p = prefix(d);
-        if (cur.dims[d].size() == p) continue;
-        AxisSet group = 0;
-        for (size_t i = p; i < cur.dims[d].size(); ++i) group |= sema::axis_bit(cur.dims[d][i]);
-        Layout next = cur;
-        next.dims[d].resize(p);
-        v = collective(ir::OpKind::AllGather, v, group, static_cast<int32_t>(d), -1, next, span, reason, inserted);
-        cur = next;
-    }
-    // 6. The remaining local slices.
-    slice_free();
-    MESHC_ASSERT(cur == target, fmt::format("coercion plan did not reach {} from {}",
-                                            layout_to_string(target, mesh), layout_to_string(cur, mesh)));
+    (void)mesh_index;
     return v;
 }
 

@@ -1,0 +1,159 @@
+// Coercion planning; see reshard_plan.h.
+#include "ir/reshard_plan.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "support/diagnostics.h"
+
+namespace meshc::ir {
+
+std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& target) {
+    std::vector<ReshardStep> steps;
+    Layout cur = from;
+    if (cur == target) return steps;
+    MESHC_ASSERT(cur.dims.size() == target.dims.size(), "coercion between layouts of different ranks");
+    size_t rank = cur.dims.size();
+    auto step = [&](OpKind kind, AxisSet axes, int32_t dim, int32_t dim2, Layout next) {
+        steps.push_back(ReshardStep{kind, axes, dim, dim2, next});
+        cur = std::move(next);
+    };
+
+    // 1. Pending sums that the target does not keep.
+    AxisSet remove = cur.partial & ~target.partial;
+    if (remove) {
+        for (size_t d = 0; d < rank && remove; ++d) {
+            const auto c = cur.dims[d];
+            const auto& t = target.dims[d];
+            if (t.size() <= c.size() || !std::equal(c.begin(), c.end(), t.begin())) continue;
+            AxisSet added = 0;
+            for (size_t i = c.size(); i < t.size(); ++i) added |= axis_bit(t[i]);
+            if ((added & remove) != added) continue;
+            if (cur.split_axes() & added) continue;
+            Layout next = cur;
+            next.partial &= ~added;
+            next.dims[d] = t;
+            step(OpKind::ReduceScatter, added, static_cast<int32_t>(d), -1, next);
+            remove &= ~added;
+        }
+        if (remove) {
+            Layout next = cur;
+            next.partial &= ~remove;
+            step(OpKind::AllReduce, remove, -1, -1, next);
+        }
+    }
+    // 2. Pending sums the target has and the value does not: free.
+    if (AxisSet add = target.partial & ~cur.partial) {
+        // {d: a} -> partial {a}: the local slice placed in a zero tensor of the unsplit
+        // size (free), so d loses a.
+        Layout next = cur;
+        for (auto& axes : next.dims) {
+            AxisList kept;
+            for (uint8_t a : axes) {
+                if (!(add & axis_bit(a))) kept.push_back(a);
+            }
+            axes = kept;
+        }
+        next.partial |= add;
+        step(OpKind::MakePartial, add, -1, -1, next);
+    }
+    auto prefix = [&](size_t d) {
+        size_t p = 0;
+        while (p < cur.dims[d].size() && p < target.dims[d].size() && cur.dims[d][p] == target.dims[d][p]) ++p;
+        return p;
+    };
+    auto slice_free = [&] {
+        for (size_t d = 0; d < rank; ++d) {
+            size_t p = prefix(d);
+            if (p != cur.dims[d].size()) continue;  // something to remove first
+            while (cur.dims[d].size() < target.dims[d].size()) {
+                uint8_t a = target.dims[d][cur.dims[d].size()];
+                AxisSet bit = axis_bit(a);
+                if ((cur.split_axes() | cur.partial) & bit) break;  // still in use: later
+                Layout next = cur;
+                next.dims[d].push_back(a);
+                step(OpKind::LocalSlice, bit, static_cast<int32_t>(d), -1, next);
+            }
+        }
+    };
+    // 3. Free local slices first: they shrink every buffer sent after them.
+    slice_free();
+    // 4. all_to_all: an axis that is the only thing to remove from d1 and the next thing
+    //    to add to d2.
+    for (size_t d1 = 0; d1 < rank; ++d1) {
+        size_t p1 = prefix(d1);
+        if (cur.dims[d1].size() != p1 + 1) continue;
+        uint8_t a = cur.dims[d1].back();
+        for (size_t d2 = 0; d2 < rank; ++d2) {
+            if (d2 == d1) continue;
+            size_t p2 = prefix(d2);
+            if (p2 != cur.dims[d2].size() || target.dims[d2].size() <= p2 || target.dims[d2][p2] != a) continue;
+            Layout next = cur;
+            next.dims[d1].pop_back();
+            next.dims[d2].push_back(a);
+            step(OpKind::AllToAll, axis_bit(a), static_cast<int32_t>(d1), static_cast<int32_t>(d2), next);
+            break;
+        }
+    }
+    // 5. all_gather what remains to remove (the suffix past the common prefix, one
+    //    collective per dim over that group of axes).
+    for (size_t d = 0; d < rank; ++d) {
+        size_t p = prefix(d);
+        if (cur.dims[d].size() == p) continue;
+        AxisSet group = 0;
+        for (size_t i = p; i < cur.dims[d].size(); ++i) group |= axis_bit(cur.dims[d][i]);
+        Layout next = cur;
+        next.dims[d].resize(p);
+        step(OpKind::AllGather, group, static_cast<int32_t>(d), -1, next);
+    }
+    // 6. The remaining local slices.
+    slice_free();
+    MESHC_ASSERT(cur == target, "coercion plan did not reach the target layout");
+    return steps;
+}
+
+bool communicates(OpKind kind) {
+    return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::AllGather ||
+           kind == OpKind::AllToAll;
+}
+
+int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh& mesh) {
+    if (step.kind == OpKind::AllGather) {
+        TensorType after = before;
+        after.layout = step.result;
+        return after.local_bytes(&mesh);
+    }
+    return before.local_bytes(&mesh);
+}
+
+double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh) {
+    CollectiveKind kind;
+    switch (step.kind) {
+    case OpKind::AllReduce: kind = CollectiveKind::AllReduce; break;
+    case OpKind::ReduceScatter: kind = CollectiveKind::ReduceScatter; break;
+    case OpKind::AllGather: kind = CollectiveKind::AllGather; break;
+    case OpKind::AllToAll: kind = CollectiveKind::AllToAll; break;
+    default: return 0;
+    }
+    return collective_cost(kind, mesh, step.axes, static_cast<double>(step_bytes(step, before, mesh))).seconds;
+}
+
+double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh) {
+    if (from.layout == to) return 0;
+    std::vector<ReshardStep> steps;
+    try {
+        steps = plan_reshard(from.layout, to);
+    } catch (const InternalError&) {
+        return std::numeric_limits<double>::infinity();
+    }
+    double cost = 0;
+    TensorType t = from;
+    for (const ReshardStep& s : steps) {
+        cost += step_cost(s, t, mesh);
+        t.layout = s.result;
+    }
+    return cost;
+}
+
+}  // namespace meshc::ir

@@ -1,0 +1,45 @@
+// Coercion planning as a pure function of two layouts: the steps (collectives, free local
+// slices, make_partial) that turn a value's layout into a wanted one, by the table of
+// LANGUAGE.md section 6, and what they cost. Consumed by the checker (sema/infer.cpp, which
+// emits the steps as GIR ops) and by transforms that make values of their own
+// (transform/autodiff.cpp).
+#pragma once
+
+#include <vector>
+
+#include "ir/cost_model.h"
+#include "ir/gir.h"
+
+namespace meshc::ir {
+
+struct ReshardStep {
+    OpKind kind;       // AllReduce, ReduceScatter, AllGather, AllToAll, LocalSlice, MakePartial
+    AxisSet axes = 0;  // the group
+    int32_t dim = -1;  // the dim gained or lost (all_to_all: the dim it leaves)
+    int32_t dim2 = -1; // all_to_all: the dim it joins
+    Layout result;     // the layout after this step
+};
+
+/// The steps from `from` to `to` (same rank): pending sums first (reduce_scatter where
+/// the target splits a dim over the reduced axes, else one all_reduce over all of them),
+/// then free local slices over axes nothing uses, then all_to_all for an axis moving
+/// from one dim to another, then all_gathers, then the remaining local slices. Buffers
+/// shrink before anything is sent where possible. Empty when the layouts are equal.
+/// Throws InternalError when no plan reaches `to` (a compiler bug in the caller).
+std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& to);
+
+/// Whether a step moves data between devices (local slices and make_partial do not).
+bool communicates(OpKind kind);
+
+/// Per-device buffer b of a step (LANGUAGE.md section 6: the unsplit side) for a value of
+/// type `before` (the step's input type).
+int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh& mesh);
+
+/// Cost in seconds of one step on `mesh` for an input of type `before` (0 for free steps).
+double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh);
+
+/// Cost in seconds of the whole plan from `from`'s layout to `to`; infinity when there is
+/// no plan.
+double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh);
+
+}  // namespace meshc::ir
