@@ -46,10 +46,6 @@ struct Options {
 /// internal error (InternalError).
 std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind);
 
-/// The first op of the module that the back end cannot compile yet (its span and what it
-/// is), or nullptr: today a `grad` of a function that reaches `for`, `if` or `grad`.
-const ir::Op* first_unsupported(const ir::Module& module, std::string& what);
-
 /// Links `object` with libmeshrt into `output` through the system C++ driver. On failure
 /// returns false with the driver's output in `error`.
 bool link_executable(const std::string& object, const std::string& output, std::string& error);

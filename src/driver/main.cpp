@@ -28,6 +28,7 @@
 #include "sema/rebind.h"
 #include "spmd/spmd.h"
 #include "sema/infer.h"
+#include "transform/autodiff.h"
 #include "sema/loader.h"
 #include "sema/refine.h"
 #include "sema/resolve.h"
@@ -47,7 +48,7 @@ struct CheckOptions {
     bool strict_comm = false;
     bool stop_after_names = false;
     bool time_report = false;
-    std::string emit;  // "", "ast", "gir"
+    std::string emit;  // "", "ast", "gir-checked", "gir", ...
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
     std::string stdlib_dir;
@@ -135,7 +136,7 @@ public:
         if (!enabled_) return;
         double all = 0;
         for (const auto& [p, s] : total_) all += s;
-        for (const char* p : {"parse", "resolve", "refine", "infer", "verify", "spmd", "codegen", "link"}) {
+        for (const char* p : {"parse", "resolve", "refine", "infer", "verify", "autodiff", "spmd", "codegen", "link"}) {
             auto it = total_.find(p);
             if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
         }
@@ -187,12 +188,6 @@ uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
 // executable (or the requested --emit form on stdout).
 int build_program(const CheckOptions& options, const SourceManager& sources, DiagnosticEngine& diags,
                   const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
-    std::string what;
-    if (const ir::Op* op = codegen::first_unsupported(gir, what)) {
-        diags.emit(DiagCode::E0703, op->span, fmt::format("{}: not supported by the back end yet", what))
-            .note("`meshc check` and `meshc explain` accept this program; only `build` and `run` need the back end");
-        return 1;
-    }
     for (const ir::Function& fn : gir.functions) {
         if (fn.name != "main" || !fn.instance.empty() || (fn.params.empty() && fn.results.empty())) continue;
         diags.emit(DiagCode::E0702, fn.span,
@@ -347,6 +342,17 @@ int run_check(const CheckOptions& options) {
             for (const std::string& p : problems) std::cerr << "meshc: GIR verifier: " << p << "\n";
             internal_error("the checker produced invalid GIR", __FILE__, __LINE__);
         }
+        if (options.emit == "gir-checked") ir::print_module(std::cout, sources, gir);
+        // GIR -> GIR: every grad becomes forward and backward functions.
+        transform::AutodiffOptions ad_options;
+        ad_options.strict_comm = options.strict_comm;
+        timer.run("autodiff", [&] { transform::autodiff(gir, sources, diags, ad_options); });
+        if (diags.has_errors()) continue;
+        problems = timer.run("verify", [&] { return ir::verify_module(gir); });
+        if (!problems.empty()) {
+            for (const std::string& p : problems) std::cerr << "meshc: GIR verifier (after autodiff): " << p << "\n";
+            internal_error("autodiff produced invalid GIR", __FILE__, __LINE__);
+        }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
         if (options.build) {
             int status = build_program(options, sources, diags, gir, path, timer);
@@ -381,8 +387,9 @@ int main(int argc, char** argv) {
         "check", "Check Mesh source files: syntax, names, types, shapes and shardings");
     check_cmd->add_option("files", check.files, "Source files (.msh)")->required();
     check_cmd->add_flag("--syntax-only", check.syntax_only, "Stop after parsing");
-    check_cmd->add_option("--emit", check.emit, "Print an intermediate form: ast, gir")
-        ->check(CLI::IsMember({"ast", "gir"}));
+    check_cmd->add_option("--emit", check.emit,
+                          "Print an intermediate form: ast, gir-checked (the checker's GIR), gir (after autodiff)")
+        ->check(CLI::IsMember({"ast", "gir-checked", "gir"}));
     check_cmd->add_flag("--time-report", check.time_report, "Print the time each phase took (stderr)");
     check_cmd->add_flag("--names-only", check.stop_after_names,
                         "Stop after name resolution (no type, shape or sharding inference)");
@@ -449,7 +456,7 @@ int main(int argc, char** argv) {
         ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
     build_cmd->add_option("--emit", build.emit,
                           "Print an intermediate form instead: gir, local, llvm, asm, ptx (the GPU kernels); or write an object file: obj")
-        ->check(CLI::IsMember({"gir", "local", "llvm", "asm", "ptx", "obj"}));
+        ->check(CLI::IsMember({"gir-checked", "gir", "local", "llvm", "asm", "ptx", "obj"}));
     run_cmd->add_option("args", run.run_args, "Arguments for the program (after `--`)");
 
     std::string help_topic;

@@ -355,7 +355,11 @@ private:
         }
         std::string loc = location(f, op.span);
         if (!loc.empty()) line += "  " + loc;
-        if (op.inserted) line += op.reason.empty() ? "  // inserted" : "  // inserted: " + op.reason;
+        if (op.inserted) {
+            line += op.reason.empty() ? "  // inserted" : "  // inserted: " + op.reason;
+        } else if (op.backward) {
+            line += "  // backward";
+        }
         out_ << line << "\n";
         std::string indent(static_cast<size_t>(depth) * 2 + 2, ' ');
         for (const Region& region : op.regions) {
@@ -388,6 +392,13 @@ std::string type_to_string(const Module& module, const TensorType& type) {
 }
 
 std::string function_label(const Function& function) {
+    if (!function.derived.empty()) {
+        Function base;
+        base.name = function.name;
+        base.instance = function.instance;
+        base.mesh_instance = function.mesh_instance;
+        return function.derived + "(" + function_label(base) + ")";
+    }
     if (function.instance.empty() && function.mesh_instance.empty()) return function.name;
     std::string out = function.name + "[";
     bool first = true;

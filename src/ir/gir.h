@@ -87,6 +87,9 @@ struct Op {
     /// written by the user, and why.
     bool inserted = false;
     std::string reason;
+    /// Made by autodiff (transform/autodiff.cpp) for the backward pass; `span` is then the
+    /// forward construct it differentiates.
+    bool backward = false;
     std::vector<Region> regions;  // For, If
 };
 
@@ -111,6 +114,9 @@ struct Function {
     std::vector<std::string> names; // source name of each value, "" for temporaries
     std::vector<Op> ops;
     Span span;
+    /// Made by autodiff from the function of the same name: "grad" or "value_and_grad"
+    /// (empty for a function written in the source).
+    std::string derived;
 
     ValueId add_value(TensorType type, std::string name = {}) {
         types.push_back(std::move(type));
