@@ -180,7 +180,7 @@ private:
 
     ValueId lookup(const Map& map, ValueId v) const {
         auto it = map.find(v);
-        MESHC_ASSERT(it != map.end(), "a value used before it is defined in the differentiated function");
+        MESHC_ASSERT(it != map.end(), fmt::format("value %{} is used before it is defined in the differentiated function", v));
         return it->second;
     }
 
@@ -1179,7 +1179,7 @@ void autodiff(ir::Module& module, const SourceManager& sources, DiagnosticEngine
         size_t n = module.functions.size();
         std::vector<int> reaches(n, -1);
         std::function<bool(size_t)> reach = [&](size_t f) -> bool {
-            if (f >= n) return false;  // made in this round: holds no grad
+            if (f >= n) return true;  // made in this round: not in the module yet, wait a round
             if (reaches[f] >= 0) return reaches[f] == 1;
             reaches[f] = 0;
             bool r = holds_grad(module.functions[f].ops);
