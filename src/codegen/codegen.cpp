@@ -20,14 +20,17 @@
 #include "codegen/gpu.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -43,6 +46,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include "support/diagnostics.h"
 
@@ -1512,10 +1516,60 @@ llvm::TargetMachine* host_machine(int opt_level) {
     return target->createTargetMachine(triple, llvm::sys::getHostCPUName(), features, to, llvm::Reloc::PIC_, std::nullopt, level);
 }
 
+/// glibc's vector math library (libmvec) for the vectorisers, on x86-64 glibc hosts
+/// (link_executable links it there). LLVM 19's table of it has exp and log (and sin,
+/// pow, ...) at 128 bits (SSE) and 256 bits (AVX2) only, and no tanh; glibc 2.35 and
+/// later also have tanh, and every function at 512 bits (AVX-512). Added here, each at
+/// the widths the target machine's features (the host CPU's) can run: the element-wise
+/// loops call exp, log and tanh as intrinsics (sigmoid through exp, gelu through tanh),
+/// and `call <16 x float> @_ZGVeN16v_tanhf` replaces 16 scalar calls. `names` holds the
+/// strings the table points to; it must outlive the analysis managers.
+void add_vector_math(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple, const llvm::TargetMachine& tm,
+                     std::deque<std::string>& names) {
+#if defined(__x86_64__) && defined(__GLIBC__)
+    if (triple.getArch() != llvm::Triple::x86_64 || !triple.isOSGlibc()) return;
+    std::set<std::string> features;
+    for (llvm::StringRef f : llvm::split(tm.getTargetFeatureString(), ','))
+        if (f.consume_front("+")) features.insert(f.str());
+    // LLVM's table has 256-bit variants for AVX2 only ("d"); without AVX2 it is left out.
+    if (features.count("avx2")) tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, triple);
+    // The vector ABI's ISA letter for each register width the CPU has.
+    std::vector<std::pair<char, unsigned>> isas = {{'b', 128}};
+    if (features.count("avx2")) isas.push_back({'d', 256});
+    else if (features.count("avx")) isas.push_back({'c', 256});
+    if (features.count("avx512f")) isas.push_back({'e', 512});
+#if __GLIBC__ > 2 || __GLIBC_MINOR__ >= 35
+    const char* functions[] = {"exp", "log", "tanh"};
+#else
+    const char* functions[] = {"exp", "log"};
+#endif
+    std::vector<llvm::VecDesc> table;
+    for (const char* fn : functions) {
+        for (bool f32 : {true, false}) {
+            std::string libm = std::string(fn) + (f32 ? "f" : "");
+            std::string intrinsic = fmt::format("llvm.{}.{}", fn, f32 ? "f32" : "f64");
+            for (auto [isa, bits] : isas) {
+                unsigned vf = bits / (f32 ? 32 : 64);
+                const std::string& vector = names.emplace_back(fmt::format("_ZGV{}N{}v_{}", isa, vf, libm));
+                const std::string& prefix = names.emplace_back(fmt::format("_ZGV_LLVM_N{}v", vf));
+                for (const std::string& scalar : {libm, intrinsic}) {
+                    if (tlii.isFunctionVectorizable(scalar, llvm::ElementCount::getFixed(vf))) continue;  // LLVM's table has it
+                    table.emplace_back(names.emplace_back(scalar), vector, llvm::ElementCount::getFixed(vf), false, prefix);
+                }
+            }
+        }
+    }
+    tlii.addVectorizableFunctions(table);
+#else
+    (void)tlii, (void)triple, (void)tm, (void)names;
+#endif
+}
+
 }  // namespace
 
 void optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
     // The new pass manager's default pipelines.
+    std::deque<std::string> vector_math_names;
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -1524,6 +1578,12 @@ void optimize(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
     pto.LoopVectorization = opt_level >= 2;
     pto.SLPVectorization = opt_level >= 2;
     llvm::PassBuilder pb(&tm, pto);
+    // The library functions the vectorisers may call: registered before the default
+    // analyses, which keep an analysis already registered.
+    llvm::Triple triple(module.getTargetTriple());
+    llvm::TargetLibraryInfoImpl tlii(triple);
+    add_vector_math(tlii, triple, tm, vector_math_names);
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);

@@ -1,6 +1,7 @@
 // The link step: the system C++ driver (the compiler meshc itself was built with, so the
 // C++ runtime and any sanitizer runtime match libmeshrt's) links the program's object
-// with libmeshrt.a and its libraries (OpenBLAS, threads, libm).
+// with libmeshrt.a and its libraries (OpenBLAS, threads, libm), and on x86-64 glibc with
+// glibc's vector math library, whose functions the vectorised loops call (optimize()).
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,16 @@ std::string runtime_library() {
     return MESHRT_LIBRARY;
 }
 
+/// The libraries the generated code itself calls: libmvec (and the libm it needs) where
+/// optimize() lets the vectorisers call it.
+const char* program_libraries() {
+#if defined(__x86_64__) && defined(__GLIBC__)
+    return "-lmvec -lm";
+#else
+    return "";
+#endif
+}
+
 }  // namespace
 
 std::string toolchain_identity() {
@@ -47,8 +58,8 @@ std::string toolchain_identity() {
 }
 
 bool link_executable(const std::string& object, const std::string& output, std::string& error) {
-    std::string command = fmt::format("{} {} {} {} -o {} {} 2>&1", MESHC_LINKER, MESHC_LINK_FLAGS, quote(object),
-                                      quote(runtime_library()), quote(output), MESHRT_LINK_LIBS);
+    std::string command = fmt::format("{} {} {} {} -o {} {} {} 2>&1", MESHC_LINKER, MESHC_LINK_FLAGS, quote(object),
+                                      quote(runtime_library()), quote(output), program_libraries(), MESHRT_LINK_LIBS);
     FILE* pipe = popen(command.c_str(), "r");
     if (!pipe) {
         error = "cannot start the linker: " + command;
