@@ -1,0 +1,553 @@
+#!/usr/bin/env python3
+"""Training-step benchmark: meshc against JAX on the same MLP, on 1 and on 4 devices.
+
+Model (the same in every program): loss = mean((tanh(x @ w1) @ w2 - y)^2) with
+x, y: [B, D], w1: [D, H], w2: [H, D]; B = 2048, D = 256, H = 1024 by default. Modes:
+
+  dp_sgd      data-parallel SGD step (batch split over `data`, weights replicated,
+              gradient all_reduce), p - 0.1 * g                       (dp_sgd.msh)
+  zero3_adam  ZeRO-3 Adam step (weights and Adam moments split by rows over `data`,
+              weights all_gathered for use, gradients reduce_scattered; Adam of
+              std/optim.msh, lr 0.001)                                (zero3_adam.msh)
+  forward     the loss alone, no gradient, in dp_sgd's layout         (dp_forward.msh)
+
+The Mesh programs are the .msh files beside this script. Each runs its step N times in
+a `for` loop inside `main` and prints the loss at the end (as f64). The script
+substitutes the sizes (main's load annotations) and N, builds each program with
+`meshc build -O2 --mesh Pod=data:DEVICES` for N = K and N = 2K (--steps K), and times a
+step as (wall time of the 2K program - wall time of the K program) / K, which cancels
+start-up, loading and the final loss. Each device is a thread of the simulated mesh;
+`--mesh-threads` (OpenBLAS threads per device) defaults to max(1, cores // devices).
+
+JAX runs the same step (jax.jit of the step function; value shardings from
+jax.sharding: x and y PartitionSpec('data', None); weights replicated for dp_sgd and
+forward, PartitionSpec('data', None) for zero3_adam and its Adam moments) on as many
+host devices (XLA_FLAGS=--xla_force_host_platform_device_count=DEVICES, set before jax
+is imported), from the same .npy files. One JAX process per device count stays alive
+for the whole run; per timing it runs K steps after a warm-up and blocks on the result
+(`block_until_ready`); a step is the time / K. meshc and JAX runs alternate --repeat
+times (which goes first alternates too); a figure is the median over the repetitions.
+
+Correctness: the losses after K and after 2K steps (forward: the loss of the initial
+weights) of meshc and of JAX must agree to --tol (relative, default 1e-4), and both
+are checked against a float64 NumPy implementation of the same training (hand-written
+backward). A mismatch makes the script exit 1.
+
+Where meshc's time goes: the K and 2K programs of --breakdown (default dp_sgd on 1
+device) are also run with `--trace`; per event kind (name, and the einsum of a
+contraction) the difference of the two traces' total durations over K is the time per
+step (device 0's track); what no event covers is "untraced" (allocation, loop
+overhead, code outside the runtime's events).
+
+JAX is looked for in --jax-python, then tests/bench/.venv (created only for
+benchmarks: `python3 -m venv tests/bench/.venv && tests/bench/.venv/bin/pip install
+jax`), then in the running Python; without it the full run says so and reports meshc
+alone (exit 0).
+
+    python3 tests/bench/train/run_train_bench.py --meshc build/meshc [--repeat 5]
+        [--devices 1,4] [--modes dp_sgd zero3_adam forward] [--steps 8]
+        [--batch 2048 --dim 256 --hidden 1024] [--jax-python PY] [--json out.json]
+    python3 tests/bench/train/run_train_bench.py --meshc build/meshc --smoke
+        # tiny sizes, no JAX, checks meshc's losses against NumPy: a few seconds
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+VENV_PYTHON = os.path.join(ROOT, "tests", "bench", ".venv", "bin", "python")
+MODES = ["dp_sgd", "zero3_adam", "forward"]
+SOURCES = {"dp_sgd": "dp_sgd.msh", "zero3_adam": "zero3_adam.msh", "forward": "dp_forward.msh"}
+# The sizes as written in the .msh files' `main` (B, D, H) and what they stand for.
+WRITTEN = {"[2048, 256]": "[{B}, {D}]", "[256, 1024]": "[{D}, {H}]", "[1024, 256]": "[{H}, {D}]"}
+LOOP = re.compile(r"for step in 0\.\.\d+ \{")
+SGD_LR = 0.1
+ADAM_LR = 0.001
+FULL = dict(B=2048, D=256, H=1024, K=8)
+SMOKE = dict(B=64, D=16, H=32, K=2)
+
+
+# ---------------------------------------------------------------- the Mesh programs
+
+def program(mode, B, D, H, steps):
+    with open(os.path.join(HERE, SOURCES[mode])) as f:
+        src = f.read()
+    pattern = re.compile("|".join(re.escape(k) for k in WRITTEN))
+    found = pattern.findall(src)
+    if len(found) < 4:
+        raise SystemExit(f"{SOURCES[mode]}: expected the load annotations {list(WRITTEN)} in main")
+    src = pattern.sub(lambda m: WRITTEN[m.group(0)].format(B=B, D=D, H=H), src)
+    src, n = LOOP.subn(f"for step in 0..{steps} {{", src)
+    if n != 1:
+        raise SystemExit(f"{SOURCES[mode]}: expected one `for step in 0..N {{` loop, found {n}")
+    return src
+
+
+def run(cmd, cwd=None, what=None, env=None):
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"{what or cmd[0]} failed (status {p.returncode}): {shlex.join(cmd)}\n"
+                         f"{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def build(meshc, tmp, mode, devices, sizes, steps):
+    name = f"{mode}_d{devices}_n{steps}"
+    src = os.path.join(tmp, name + ".msh")
+    exe = os.path.join(tmp, name)
+    with open(src, "w") as f:
+        f.write(program(mode, sizes["B"], sizes["D"], sizes["H"], steps))
+    # The program imports std.optim: the standard library is found beside meshc's
+    # source tree (or $MESHC_STDLIB), not beside the generated file.
+    run([meshc, "build", "-O2", src, "--mesh", f"Pod=data:{devices}", "-o", exe],
+        what=f"meshc build {name}")
+    return exe
+
+
+def parse_loss(out, what):
+    m = re.search(r"^loss (\S+)$", out, re.M)
+    if not m:
+        raise SystemExit(f"{what}: no `loss` line in its output:\n{out}")
+    return float(m.group(1))
+
+
+def run_mesh(exe, tmp, threads, trace=None):
+    """-> (wall s, CPU s of the process (user + system, all threads), printed loss)."""
+    cmd = [exe, f"--mesh-threads={threads}"] + ([f"--trace={trace}"] if trace else [])
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = run(cmd, cwd=tmp, what=os.path.basename(exe))
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, parse_loss(out, os.path.basename(exe))
+
+
+def trace_totals(path):
+    """Total duration (s) per event kind on device 0's track."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    tot = defaultdict(float)
+    cnt = defaultdict(int)
+    for e in events:
+        if e.get("ph") != "X" or e.get("tid", 0) != 0:
+            continue
+        spec = (e.get("args") or {}).get("spec")
+        key = f"{e['name']} {spec}" if spec else e["name"]
+        tot[key] += e["dur"] * 1e-6
+        cnt[key] += 1
+    return tot, cnt
+
+
+# ---------------------------------------------------------------- data and references
+
+def make_data(tmp, B, D, H):
+    rng = np.random.default_rng(2026)
+    x = rng.standard_normal((B, D), dtype=np.float32)
+    t1 = rng.standard_normal((D, H), dtype=np.float32) / np.float32(np.sqrt(D))
+    t2 = rng.standard_normal((H, D), dtype=np.float32) / np.float32(np.sqrt(H))
+    y = (np.tanh(x @ t1) @ t2).astype(np.float32)           # targets from a teacher
+    w1 = (rng.standard_normal((D, H), dtype=np.float32) / np.float32(np.sqrt(D))).astype(np.float32)
+    w2 = (rng.standard_normal((H, D), dtype=np.float32) / np.float32(np.sqrt(H))).astype(np.float32)
+    data = dict(x=x, y=y, w1=w1, w2=w2)
+    for k, v in data.items():
+        np.save(os.path.join(tmp, k + ".npy"), v)
+    return data
+
+
+def reference_losses(data, mode, steps_list):
+    """float64 NumPy: the loss after each number of steps in steps_list."""
+    x, y = data["x"].astype(np.float64), data["y"].astype(np.float64)
+    w1, w2 = data["w1"].astype(np.float64), data["w2"].astype(np.float64)
+    n = y.size
+
+    def loss_grad(w1, w2):
+        h = np.tanh(x @ w1)
+        err = h @ w2 - y
+        dpred = 2.0 * err / n
+        dw2 = h.T @ dpred
+        da = (dpred @ w2.T) * (1.0 - h * h)
+        return float(np.mean(err * err)), x.T @ da, dw2
+
+    if mode == "forward":
+        return {k: loss_grad(w1, w2)[0] for k in steps_list}
+    m = [np.zeros_like(w1), np.zeros_like(w2)]
+    v = [np.zeros_like(w1), np.zeros_like(w2)]
+    b1t = b2t = 1.0
+    out = {}
+    for step in range(1, max(steps_list) + 1):
+        _, g1, g2 = loss_grad(w1, w2)
+        if mode == "dp_sgd":
+            w1, w2 = w1 - SGD_LR * g1, w2 - SGD_LR * g2
+        else:
+            b1t *= 0.9
+            b2t *= 0.999
+            new = []
+            for i, (w, g) in enumerate(((w1, g1), (w2, g2))):
+                m[i] = 0.9 * m[i] + 0.1 * g
+                v[i] = 0.999 * v[i] + 0.001 * g * g
+                new.append(w - ADAM_LR * (m[i] / (1 - b1t)) / (np.sqrt(v[i] / (1 - b2t)) + 1e-8))
+            w1, w2 = new
+        if step in steps_list:
+            out[step] = loss_grad(w1, w2)[0]
+    return out
+
+
+# ---------------------------------------------------------------- JAX
+
+JAX_CHILD = r"""
+import json, os, sys, time
+devices, B, D, H, K = (int(a) for a in sys.argv[1:6])
+tmp, modes = sys.argv[6], sys.argv[7].split(",")
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={devices}").strip()
+import re
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+jax.config.update("jax_platforms", "cpu")
+mesh = Mesh(np.array(jax.devices()[:devices]), ("data",))
+def S(*spec): return NamedSharding(mesh, P(*spec))
+ROWS, REP = S("data", None), S()
+load = lambda n, s: jax.device_put(np.load(os.path.join(tmp, n + ".npy")), s)
+x, y = load("x", ROWS), load("y", ROWS)
+
+def loss(p, x, y):
+    w1, w2 = p
+    err = jnp.tanh(x @ w1) @ w2 - y
+    return jnp.mean(err * err)
+
+def sgd_step(state, x, y):
+    p = state
+    g = jax.grad(loss)(p, x, y)
+    return tuple(w - SGD_LR * gw for w, gw in zip(p, g))
+
+def adam_step(state, x, y):
+    p, s = state
+    g = jax.grad(loss)(p, x, y)
+    ps, ss = [], []
+    for w, gw, (m, v, b1t, b2t) in zip(p, g, s):
+        m = 0.9 * m + (1.0 - 0.9) * gw
+        v = 0.999 * v + (1.0 - 0.999) * gw * gw
+        b1t, b2t = b1t * 0.9, b2t * 0.999
+        ps.append(w - ADAM_LR * (m / (1.0 - b1t)) / (jnp.sqrt(v / (1.0 - b2t)) + 1e-8))
+        ss.append((m, v, b1t, b2t))
+    return tuple(ps), tuple(ss)
+
+def collectives(compiled):
+    text = compiled.as_text()
+    ops = re.findall(r"= [^=]*? (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(", text)
+    return {k: ops.count(k) for k in sorted(set(ops))}
+
+loss_fn = jax.jit(loss)
+setup = {}
+for mode in modes:
+    if mode == "forward":
+        state = (load("w1", REP), load("w2", REP))
+        step = jax.jit(lambda st, x, y: loss(st, x, y))
+        losses = {K: float(step(state, x, y)), 2 * K: float(step(state, x, y))}
+        info = collectives(step.lower(state, x, y).compile())
+    else:
+        if mode == "dp_sgd":
+            state = (load("w1", REP), load("w2", REP))
+            step = jax.jit(sgd_step, out_shardings=(REP, REP))
+        else:
+            p = (load("w1", ROWS), load("w2", ROWS))
+            z = lambda w: jax.device_put(jnp.zeros(w.shape, w.dtype), ROWS)
+            one = jax.device_put(jnp.float32(1.0), REP)
+            state = (p, tuple((z(w), z(w), one, one) for w in p))
+            step = jax.jit(adam_step, out_shardings=((ROWS, ROWS), tuple((ROWS, ROWS, REP, REP) for _ in p)))
+        info = collectives(step.lower(state, x, y).compile())
+        losses = {}
+        for i in range(1, 2 * K + 1):          # the first 2K steps are the warm-up too
+            state = step(state, x, y)
+            if i in (K, 2 * K):
+                losses[i] = float(loss_fn(state if mode == "dp_sgd" else state[0], x, y))
+    setup[mode] = (step, state)
+    print(json.dumps(dict(mode=mode, losses=losses, collectives=info)), flush=True)
+print(json.dumps(dict(ready=True, version=jax.__version__, devices=len(jax.devices()))), flush=True)
+
+for line in sys.stdin:
+    mode = line.strip()
+    if not mode:
+        break
+    step, state = setup[mode]
+    jax.block_until_ready(state)
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    if mode == "forward":
+        out = [step(state, x, y) for _ in range(K)]
+    else:
+        out = state
+        for _ in range(K):
+            out = step(out, x, y)
+        setup[mode] = (step, out)
+    jax.block_until_ready(out)
+    wall = time.perf_counter() - t0
+    print(json.dumps(dict(s=wall / K, cpu=(time.process_time() - c0) / K)), flush=True)
+""".replace("SGD_LR", repr(SGD_LR)).replace("ADAM_LR", repr(ADAM_LR))
+
+
+def jax_python(explicit):
+    cands = [explicit] if explicit else [VENV_PYTHON, sys.executable]
+    for py in cands:
+        if py and os.path.exists(py) and subprocess.run([py, "-c", "import jax"], capture_output=True).returncode == 0:
+            return py
+    if explicit:
+        raise SystemExit(f"--jax-python {explicit}: cannot import jax there")
+    return None
+
+
+class JaxChild:
+    def __init__(self, py, devices, sizes, tmp, modes):
+        env = dict(os.environ)
+        self.p = subprocess.Popen([py, "-c", JAX_CHILD, str(devices), str(sizes["B"]), str(sizes["D"]),
+                                   str(sizes["H"]), str(sizes["K"]), tmp, ",".join(modes)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.setup = {}
+        while True:
+            msg = self._read()
+            if msg.get("ready"):
+                self.version = msg["version"]
+                if msg["devices"] != devices:
+                    raise SystemExit(f"JAX child: {msg['devices']} host devices, wanted {devices}")
+                break
+            self.setup[msg["mode"]] = dict(losses={int(k): v for k, v in msg["losses"].items()},
+                                           collectives=msg["collectives"])
+
+    def _read(self):
+        line = self.p.stdout.readline()
+        if not line:
+            raise SystemExit(f"the JAX child exited (status {self.p.wait()})")
+        return json.loads(line)
+
+    def time_step(self, mode):
+        self.p.stdin.write(mode + "\n")
+        self.p.stdin.flush()
+        msg = self._read()
+        return msg["s"], msg["cpu"]
+
+    def close(self):
+        try:
+            self.p.stdin.write("\n")
+            self.p.stdin.flush()
+        except OSError:
+            pass
+        self.p.wait()
+
+
+# ---------------------------------------------------------------- report
+
+def machine():
+    info = dict(platform=platform.platform(), cpus=os.cpu_count(), numpy=np.__version__)
+    try:
+        with open("/proc/cpuinfo") as f:
+            models = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+        info["cpu"] = models[0] if models else platform.processor()
+    except OSError:
+        pass
+    try:
+        info["loadavg"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--meshc", required=True)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--devices", default="1,4", help="comma-separated device counts (default 1,4)")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
+    ap.add_argument("--steps", type=int, help=f"K: programs of K and 2K steps (default {FULL['K']})")
+    ap.add_argument("--batch", type=int, help=f"B (default {FULL['B']})")
+    ap.add_argument("--dim", type=int, help=f"D (default {FULL['D']})")
+    ap.add_argument("--hidden", type=int, help=f"H (default {FULL['H']})")
+    ap.add_argument("--mesh-threads", type=int, help="--mesh-threads of meshc's programs "
+                    "(default max(1, cores // devices))")
+    ap.add_argument("--jax-python", help="a Python that has jax (default: tests/bench/.venv, then this one)")
+    ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--breakdown", nargs="*", default=None, metavar="MODE:DEVICES",
+                    help="trace breakdowns to print (default dp_sgd:1; none with no argument)")
+    ap.add_argument("--tol", type=float, default=1e-4, help="relative loss agreement (default 1e-4)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round, no JAX: proves the script works")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    base = SMOKE if args.smoke else FULL
+    sizes = dict(B=args.batch or base["B"], D=args.dim or base["D"], H=args.hidden or base["H"],
+                 K=args.steps or base["K"])
+    K = sizes["K"]
+    repeat = 1 if args.smoke else args.repeat
+    devices = [int(d) for d in args.devices.split(",") if d.strip()]
+    for d in devices:
+        for k in ("B", "D", "H"):
+            if sizes[k] % d:
+                raise SystemExit(f"{k} = {sizes[k]} is not a multiple of {d} devices")
+    modes = args.modes
+    breakdown = ["dp_sgd:1"] if args.breakdown is None else args.breakdown
+    breakdown = [b for b in breakdown if b.split(":")[0] in modes and int(b.split(":")[1]) in devices]
+    cores = os.cpu_count() or 1
+    threads = {d: args.mesh_threads or max(1, cores // d) for d in devices}
+    meshc = os.path.abspath(args.meshc)
+    py = None if (args.no_jax or args.smoke) else jax_python(args.jax_python)
+    if py is None and not (args.no_jax or args.smoke):
+        print("JAX not found (tests/bench/.venv, this Python): meshc figures only. To compare, run\n"
+              "  python3 -m venv tests/bench/.venv && tests/bench/.venv/bin/pip install jax")
+
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="meshc-train-bench-") as tmp:
+        data = make_data(tmp, sizes["B"], sizes["D"], sizes["H"])
+        refs = {mode: reference_losses(data, mode, [K, 2 * K]) for mode in modes}
+        exes = {(m, d, n): build(meshc, tmp, m, d, sizes, n) for m in modes for d in devices for n in (K, 2 * K)}
+        children = {}
+        jax_version = None
+        try:
+            if py:
+                for d in devices:
+                    children[d] = JaxChild(py, d, sizes, tmp, modes)
+                    jax_version = children[d].version
+            mesh_steps = defaultdict(list)
+            jax_steps = defaultdict(list)
+            mesh_cpu = defaultdict(list)
+            jax_cpu = defaultdict(list)
+            loads = [os.getloadavg()[0]]
+            mesh_losses = {}
+            for r in range(repeat):
+                for d in devices:
+                    for mode in modes:
+                        def mesh_once():
+                            tk, ck, lk = run_mesh(exes[(mode, d, K)], tmp, threads[d])
+                            t2k, c2k, l2k = run_mesh(exes[(mode, d, 2 * K)], tmp, threads[d])
+                            mesh_steps[(mode, d)].append((t2k - tk) / K)
+                            mesh_cpu[(mode, d)].append((c2k - ck) / K)
+                            mesh_losses[(mode, d)] = {K: lk, 2 * K: l2k}
+
+                        def jax_once():
+                            if d in children:
+                                s, c = children[d].time_step(mode)
+                                jax_steps[(mode, d)].append(s)
+                                jax_cpu[(mode, d)].append(c)
+
+                        for f in ((mesh_once, jax_once) if r % 2 == 0 else (jax_once, mesh_once)):
+                            f()
+                loads.append(os.getloadavg()[0])
+            breakdowns = {}
+            for b in breakdown:
+                mode, d = b.split(":")[0], int(b.split(":")[1])
+                tot = []
+                walls = []
+                for n in (K, 2 * K):
+                    tr = os.path.join(tmp, f"trace_{n}.json")
+                    wall, _, _ = run_mesh(exes[(mode, d, n)], tmp, threads[d], trace=tr)
+                    walls.append(wall)
+                    tot.append(trace_totals(tr))
+                rows = []
+                for key in set(tot[0][0]) | set(tot[1][0]):
+                    per = (tot[1][0].get(key, 0.0) - tot[0][0].get(key, 0.0)) / K
+                    cnt = (tot[1][1].get(key, 0) - tot[0][1].get(key, 0)) / K
+                    if cnt > 0 or per > 1e-6:
+                        rows.append((key, per, cnt))
+                rows.sort(key=lambda row: -row[1])
+                breakdowns[b] = dict(step_s=(walls[1] - walls[0]) / K, events=rows)
+        finally:
+            for c in children.values():
+                c.close()
+
+    # ---- losses
+    print(f"MLP B={sizes['B']} D={sizes['D']} H={sizes['H']}; steps timed as (T({2 * K}) - T({K})) / {K}; "
+          f"{repeat} alternating repetitions, medians; meshc -O2"
+          + (f", JAX {jax_version}" if py else ", no JAX") + f"; {cores} cores, --mesh-threads "
+          + ", ".join(f"{threads[d]} at {d} device{'s' if d > 1 else ''}" for d in devices))
+    print()
+    print("losses (after K and 2K steps; forward: the initial weights' loss)")
+    print(f"{'mode':<11} {'dev':>3} {'steps':>5} {'meshc':>14} {'jax':>14} {'numpy f64':>14} {'meshc/jax-1':>12} {'meshc/np-1':>11}")
+    loss_rows = []
+    for mode in modes:
+        for d in devices:
+            for n in (K, 2 * K):
+                ml = mesh_losses[(mode, d)][n]
+                jl = children[d].setup[mode]["losses"][n] if d in children else None
+                nl = refs[mode][n]
+                dj = rel(ml, jl) if jl is not None else None
+                dn = rel(ml, nl)
+                if (dj is not None and dj > args.tol) or dn > args.tol or not np.isfinite(ml):
+                    failures.append(f"{mode} on {d} device(s) after {n} steps: meshc {ml!r}, jax {jl!r}, numpy {nl!r}")
+                loss_rows.append(dict(mode=mode, devices=d, steps=n, meshc=ml, jax=jl, numpy=nl))
+                print(f"{mode:<11} {d:>3} {n:>5} {ml:>14.9g} {(f'{jl:.9g}' if jl is not None else '-'):>14} {nl:>14.9g} "
+                      f"{(f'{dj:.1e}' if dj is not None else '-'):>12} {dn:>11.1e}")
+
+    # ---- times
+    print()
+    print(f"{'mode':<11} {'dev':>3} {'meshc ms/step':>14} {'(min-max)':>15} {'jax ms/step':>12} {'(min-max)':>15} {'meshc/jax':>10}")
+    results = []
+    for mode in modes:
+        for d in devices:
+            ms = [t * 1e3 for t in mesh_steps[(mode, d)]]
+            js = [t * 1e3 for t in jax_steps[(mode, d)]]
+            m = statistics.median(ms)
+            j = statistics.median(js) if js else None
+            results.append(dict(mode=mode, devices=d, meshc_ms=m, jax_ms=j, ratio=(m / j if j else None),
+                                meshc_runs_ms=ms, jax_runs_ms=js,
+                                jax_collectives=children[d].setup[mode]["collectives"] if d in children else None))
+            print(f"{mode:<11} {d:>3} {m:>14.2f} {f'({min(ms):.1f}-{max(ms):.1f})':>15} "
+                  f"{(f'{j:.2f}' if j is not None else '-'):>12} "
+                  f"{(f'({min(js):.1f}-{max(js):.1f})' if js else ''):>15} {(f'{m / j:.2f}' if j else '-'):>10}")
+    if children:
+        print()
+        print("collectives in XLA's compiled step (per step): " + "; ".join(
+            f"{r['mode']}@{r['devices']}: " + (", ".join(f"{k} {v}" for k, v in r["jax_collectives"].items()) or "none")
+            for r in results if r["jax_collectives"] is not None))
+
+    for b, bd in breakdowns.items():
+        print()
+        step = bd["step_s"]
+        traced = sum(p for _, p, _ in bd["events"])
+        print(f"meshc trace, {b.replace(':', ' on ')} device(s), per step (device 0; (trace of {2 * K} steps - "
+              f"trace of {K}) / {K}); step {step * 1e3:.2f} ms with --trace")
+        print(f"  {'ms/step':>8} {'share':>6} {'events':>6}  event")
+        for key, per, cnt in bd["events"]:
+            print(f"  {per * 1e3:>8.2f} {per / step * 100:>5.1f}% {cnt:>6.1f}  {key}")
+        print(f"  {(step - traced) * 1e3:>8.2f} {(step - traced) / step * 100:>5.1f}%         untraced")
+
+    if failures:
+        print()
+        print("LOSSES DISAGREE (tolerance %g relative):" % args.tol)
+        for f in failures:
+            print("  " + f)
+    if args.smoke:
+        print("smoke: ok (tiny sizes: the figures above say nothing about speed)" if not failures else "smoke: FAILED")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(date=datetime.date.today().isoformat(),
+                           command="python3 " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+                           meshc=run([meshc, "--version"]).strip(), sizes=sizes, repeat=repeat,
+                           mesh_threads=threads, jax=jax_version, machine=machine(), losses=loss_rows,
+                           results=results,
+                           breakdowns={b: dict(step_ms=bd["step_s"] * 1e3,
+                                               events=[dict(event=k, ms=p * 1e3, count=c) for k, p, c in bd["events"]])
+                                       for b, bd in breakdowns.items()}), f, indent=2)
+            f.write("\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
