@@ -6,6 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <ostream>
 
 namespace meshc::sema {
@@ -22,15 +25,20 @@ std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir
     case OpKind::AllToAll: kind = CollectiveKind::AllToAll; break;
     default: return std::nullopt;
     }
-    if (op.operands.size() != 1 || op.results.size() != 1) return std::nullopt;
-    ir::ValueId unsplit_side = kind == CollectiveKind::AllGather ? op.results[0] : op.operands[0];
-    if (unsplit_side >= function.types.size()) return std::nullopt;
-    const ir::TensorType& type = function.types[unsplit_side];
-    const Mesh* mesh = type.mesh >= 0 && static_cast<size_t>(type.mesh) < module.meshes.size()
-                           ? module.mesh(type.mesh)
-                           : nullptr;
-    if (!mesh) return std::nullopt;
-    CollectiveInfo info{kind, op.axes, type.local_bytes(mesh), {}};
+    if (op.operands.empty() || op.operands.size() != op.results.size()) return std::nullopt;
+    if (op.operands.size() > 1 && kind != CollectiveKind::AllReduce) return std::nullopt;
+    // b: the unsplit side; an all_reduce of several tensors at once sends them as one buffer.
+    int64_t bytes = 0;
+    const Mesh* mesh = nullptr;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+        ir::ValueId unsplit_side = kind == CollectiveKind::AllGather ? op.results[i] : op.operands[i];
+        if (unsplit_side >= function.types.size()) return std::nullopt;
+        const ir::TensorType& type = function.types[unsplit_side];
+        mesh = type.mesh >= 0 && static_cast<size_t>(type.mesh) < module.meshes.size() ? module.mesh(type.mesh) : nullptr;
+        if (!mesh) return std::nullopt;
+        bytes += type.local_bytes(mesh);
+    }
+    CollectiveInfo info{kind, op.axes, bytes, {}};
     info.cost = collective_cost(kind, *mesh, op.axes, static_cast<double>(info.buffer_bytes));
     return info;
 }
@@ -97,9 +105,180 @@ std::string why(const ir::Op& op) {
     return op.reason.empty() ? "  (inserted)" : "  (inserted: " + op.reason + ")";
 }
 
+std::string shapes_of(const ir::Function& f, const ir::Op& op) {
+    std::string out;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+        if (op.operands[i] >= f.types.size()) continue;
+        if (!out.empty()) out += ", ";
+        out += global_shape(f.types[op.operands[i]]);
+    }
+    return out;
+}
+
+std::string pass_of(const ir::Op& op) { return op.backward ? "backward" : "forward"; }
+
+/// Constant values of a function (loop bounds), any nesting.
+std::map<ir::ValueId, double> constants_of(const ir::Function& f) {
+    std::map<ir::ValueId, double> out;
+    ir::for_each_op(f.ops, [&](const ir::Op& op) {
+        if (op.kind == OpKind::Constant && !op.results.empty()) out[op.results[0]] = op.number;
+    });
+    return out;
+}
+
+/// Calls fn(op, times) for every op of `ops` (nested ones too), where `times` is how often
+/// it runs per run of the function: the product of the enclosing loops' trip counts (a
+/// loop whose bounds are not constants counts once, and `exact` becomes false).
+void for_each_counted(const std::vector<ir::Op>& ops, const std::map<ir::ValueId, double>& constants, double times,
+                      bool& exact, const std::function<void(const ir::Op&, double)>& fn) {
+    for (const ir::Op& op : ops) {
+        fn(op, times);
+        double inner = times;
+        if (op.kind == OpKind::For && op.operands.size() >= 2) {
+            auto lo = constants.find(op.operands[0]), hi = constants.find(op.operands[1]);
+            if (lo != constants.end() && hi != constants.end()) {
+                inner = times * std::max(0.0, hi->second - lo->second);
+            } else {
+                exact = false;
+            }
+        }
+        for (const ir::Region& r : op.regions) for_each_counted(r.ops, constants, inner, exact, fn);
+    }
+}
+
+int64_t value_bytes(const ir::Module& module, const ir::Function& f, ir::ValueId v) {
+    if (v >= f.types.size()) return 0;
+    const ir::TensorType& t = f.types[v];
+    return t.local_bytes(mesh_of(module, t)) * static_cast<int64_t>(ir::dtype_bytes(t.dtype));
+}
+
+}  // namespace
+
+ProgramFacts analyse_program(const ir::Module& module) {
+    size_t n = module.functions.size();
+    ProgramFacts facts;
+    facts.runs.assign(n, 0);
+    facts.exact.assign(n, true);
+    facts.peak_bytes.assign(n, -1);
+    // Peak bytes of live tensors per device: a value lives from its op to its last use (in
+    // its block; a use inside a nested block counts at the op holding that block); an op's
+    // own peak adds its results and what runs inside it (a callee's peak, a region's).
+    std::function<int64_t(size_t)> peak_of;
+    std::function<int64_t(const ir::Function&, const std::vector<ir::Op>&, const std::vector<ir::ValueId>&,
+                          const std::vector<ir::ValueId>&)>
+        block_peak = [&](const ir::Function& f, const std::vector<ir::Op>& ops, const std::vector<ir::ValueId>& args,
+                         const std::vector<ir::ValueId>& kept) -> int64_t {
+        std::map<ir::ValueId, size_t> last;
+        std::map<ir::ValueId, size_t> def;
+        for (ir::ValueId a : args) def[a] = 0;
+        for (size_t i = 0; i < ops.size(); ++i) {
+            for (ir::ValueId r : ops[i].results) def[r] = i;
+            std::vector<ir::Op> one{ops[i]};
+            ir::for_each_op(one, [&](const ir::Op& o) {
+                for (ir::ValueId v : o.operands) last[v] = i;
+                for (const ir::Region& r : o.regions) {
+                    for (ir::ValueId y : r.yields) last[y] = i;
+                }
+            });
+        }
+        for (ir::ValueId v : kept) last[v] = ops.size();
+        int64_t peak = 0;
+        for (ir::ValueId a : args) peak += value_bytes(module, f, a);
+        for (size_t i = 0; i < ops.size(); ++i) {
+            int64_t live = 0;
+            for (const auto& [v, d] : def) {
+                bool before = ops.empty() || d < i || (d == 0 && std::find(args.begin(), args.end(), v) != args.end());
+                auto l = last.find(v);
+                if (before && l != last.end() && l->second >= i) live += value_bytes(module, f, v);
+            }
+            int64_t here = 0;
+            for (ir::ValueId r : ops[i].results) here += value_bytes(module, f, r);
+            int64_t inner = 0;
+            if (ops[i].kind == OpKind::Call && ops[i].callee >= 0 && static_cast<size_t>(ops[i].callee) < n) {
+                const ir::Function& callee = module.functions[static_cast<size_t>(ops[i].callee)];
+                int64_t params = 0;
+                for (ir::ValueId p : callee.params) params += value_bytes(module, callee, p);
+                inner = std::max<int64_t>(0, peak_of(static_cast<size_t>(ops[i].callee)) - params);
+            }
+            for (const ir::Region& r : ops[i].regions) inner = std::max(inner, block_peak(f, r.ops, r.args, r.yields));
+            peak = std::max(peak, live + here + inner);
+        }
+        return peak;
+    };
+    peak_of = [&](size_t fi) -> int64_t {
+        if (facts.peak_bytes[fi] >= 0) return facts.peak_bytes[fi];
+        facts.peak_bytes[fi] = 0;  // no recursion in GIR; a guard all the same
+        const ir::Function& f = module.functions[fi];
+        facts.peak_bytes[fi] = block_peak(f, f.ops, f.params, f.results);
+        return facts.peak_bytes[fi];
+    };
+    for (size_t i = 0; i < n; ++i) peak_of(i);
+    // Runs per run of main: over the call graph from main, times loop trip counts.
+    std::vector<size_t> order;
+    std::vector<int> state(n, 0);
+    std::function<void(size_t)> visit = [&](size_t fi) {
+        if (state[fi]) return;
+        state[fi] = 1;
+        ir::for_each_op(module.functions[fi].ops, [&](const ir::Op& op) {
+            if (op.kind == OpKind::Call && op.callee >= 0 && static_cast<size_t>(op.callee) < n) visit(static_cast<size_t>(op.callee));
+        });
+        order.push_back(fi);
+    };
+    for (size_t i = 0; i < n; ++i) {
+        const ir::Function& f = module.functions[i];
+        if (f.name == "main" && f.instance.empty() && f.derived.empty()) {
+            facts.main = static_cast<int32_t>(i);
+            facts.runs[i] = 1;
+            visit(i);
+        }
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const ir::Function& f = module.functions[*it];
+        if (facts.runs[*it] == 0) continue;
+        auto constants = constants_of(f);
+        bool exact = true;
+        for_each_counted(f.ops, constants, 1, exact, [&](const ir::Op& op, double times) {
+            if (op.kind != OpKind::Call || op.callee < 0 || static_cast<size_t>(op.callee) >= n) return;
+            facts.runs[static_cast<size_t>(op.callee)] += facts.runs[*it] * times;
+            if (!exact || !facts.exact[*it]) facts.exact[static_cast<size_t>(op.callee)] = false;
+        });
+    }
+    return facts;
+}
+
+FunctionTotals function_totals(const ir::Module& module, const ir::Function& f) {
+    FunctionTotals t;
+    auto constants = constants_of(f);
+    for_each_counted(f.ops, constants, 1, t.exact, [&](const ir::Op& op, double times) {
+        auto info = collective_info(module, f, op);
+        if (!info) return;
+        t.collectives += times;
+        t.bytes_sent += times * info->cost.bytes_sent;
+        t.seconds += times * info->cost.seconds;
+        if (op.backward) {
+            t.backward_collectives += times;
+            t.backward_bytes_sent += times * info->cost.bytes_sent;
+        }
+    });
+    return t;
+}
+
+namespace {
+
+std::string count_text(double n) {
+    return n == static_cast<double>(static_cast<int64_t>(n)) ? fmt::format("{}", static_cast<int64_t>(n)) : fmt::format("{:.2f}", n);
+}
+
+std::string runs_text(const ProgramFacts& facts, size_t index) {
+    if (facts.main < 0) return "";
+    if (facts.runs[index] == 0) return "  (not run by main)";
+    return fmt::format("  (runs {}{} times per run of main)", facts.exact[index] ? "" : "at least ", count_text(facts.runs[index]));
+}
+
 void explain_function(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                      const ir::Function& f) {
-    out << "fn " << ir::function_label(f) << "\n";
+                      const ProgramFacts& facts, size_t index) {
+    const ir::Function& f = module.functions[index];
+    out << "fn " << ir::function_label(f) << runs_text(facts, index) << "\n";
 
     out << "  layouts:\n";
     auto show = [&](ir::ValueId id, const std::string& where) {
@@ -115,14 +294,16 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
 
     double total = 0;
     std::vector<std::string> collectives, free;
-    ir::for_each_op(f.ops, [&](const ir::Op& op) {
+    auto constants = constants_of(f);
+    bool exact = true;
+    for_each_counted(f.ops, constants, 1, exact, [&](const ir::Op& op, double times) {
         if (auto info = collective_info(module, f, op)) {
             total += info->cost.seconds;
-            const ir::TensorType& t = f.types[op.operands[0]];
             collectives.push_back(fmt::format(
-                "    {}  {} of {}: b = {} bytes per device, sends {:.0f} bytes, {}{}", at(sources, op.span),
-                describe(module, f, op), global_shape(t), info->buffer_bytes, info->cost.bytes_sent,
-                seconds(info->cost.seconds), why(op)));
+                "    {}  {} of {}: b = {} bytes per device, sends {:.0f} bytes, {}{}{}{}", at(sources, op.span),
+                describe(module, f, op), shapes_of(f, op), info->buffer_bytes, info->cost.bytes_sent,
+                seconds(info->cost.seconds), why(op), op.backward ? "  [backward]" : "",
+                times != 1 ? fmt::format("  [x{} per run]", count_text(times)) : std::string()));
         } else if (op.kind == OpKind::LocalSlice || op.kind == OpKind::MakePartial) {
             std::string shape = !op.operands.empty() && op.operands[0] < f.types.size()
                                     ? " of " + global_shape(f.types[op.operands[0]])
@@ -141,6 +322,29 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
         out << "  local slices (free):\n";
         for (const std::string& line : free) out << line << "\n";
     }
+    FunctionTotals t = function_totals(module, f);
+    out << fmt::format("  per run: {}{} collectives ({} backward), {:.0f} bytes sent per device, {}; peak live tensors {} bytes per device\n",
+                       t.exact ? "" : "at least ", count_text(t.collectives), count_text(t.backward_collectives),
+                       t.bytes_sent, seconds(t.seconds), facts.peak_bytes[index]);
+}
+
+void program_totals(std::ostream& out, const ir::Module& module, const ProgramFacts& facts) {
+    if (facts.main < 0) return;
+    double collectives = 0, bytes = 0, secs = 0, backward = 0;
+    bool exact = true;
+    for (size_t i = 0; i < module.functions.size(); ++i) {
+        if (facts.runs[i] == 0) continue;
+        FunctionTotals t = function_totals(module, module.functions[i]);
+        collectives += facts.runs[i] * t.collectives;
+        backward += facts.runs[i] * t.backward_collectives;
+        bytes += facts.runs[i] * t.bytes_sent;
+        secs += facts.runs[i] * t.seconds;
+        exact = exact && t.exact && facts.exact[i];
+    }
+    out << fmt::format("\nprogram (one run of main): {}{} collectives ({} backward), {:.0f} bytes sent per device, {}; "
+                       "peak live tensors {} bytes per device\n",
+                       exact ? "" : "at least ", count_text(collectives), count_text(backward), bytes, seconds(secs),
+                       facts.peak_bytes[static_cast<size_t>(facts.main)]);
 }
 
 }  // namespace
@@ -148,12 +352,14 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
 void explain_text(std::ostream& out, const SourceManager& sources, const ir::Module& module,
                   std::string_view only_fn) {
     bool first = true;
-    for (const ir::Function& f : module.functions) {
-        if (!selected(f, only_fn)) continue;
+    ProgramFacts facts = analyse_program(module);
+    for (size_t i = 0; i < module.functions.size(); ++i) {
+        if (!selected(module.functions[i], only_fn)) continue;
         if (!first) out << "\n";
         first = false;
-        explain_function(out, sources, module, f);
+        explain_function(out, sources, module, facts, i);
     }
+    if (only_fn.empty()) program_totals(out, module, facts);
 }
 
 void explain_json(std::ostream& out, const SourceManager& sources, const ir::Module& module,
@@ -183,7 +389,9 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         }
     };
     ordered_json functions = ordered_json::array();
-    for (const ir::Function& f : module.functions) {
+    ProgramFacts facts = analyse_program(module);
+    for (size_t index = 0; index < module.functions.size(); ++index) {
+        const ir::Function& f = module.functions[index];
         if (!selected(f, only_fn)) continue;
         ordered_json fn;
         fn["name"] = f.name;
@@ -212,7 +420,9 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         });
         ordered_json free = ordered_json::array();
         double total = 0;
-        ir::for_each_op(f.ops, [&](const ir::Op& op) {
+        auto constants = constants_of(f);
+        bool exact = true;
+        for_each_counted(f.ops, constants, 1, exact, [&](const ir::Op& op, double times) {
             if (auto info = collective_info(module, f, op)) {
                 const ir::TensorType& t = f.types[op.operands[0]];
                 const Mesh& mesh = *mesh_of(module, t);
@@ -232,6 +442,14 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
                 dims(c, op);
                 c["sent_bytes"] = info->cost.bytes_sent;
                 provenance(c, op);
+                c["pass"] = pass_of(op);
+                c["count"] = times;
+                if (op.operands.size() > 1) {
+                    c["tensors"] = op.operands.size();
+                    ordered_json shapes = ordered_json::array();
+                    for (ir::ValueId v : op.operands) shapes.push_back(f.types[v].shape);
+                    c["shapes"] = std::move(shapes);
+                }
                 total += info->cost.seconds;
                 fn["collectives"].push_back(std::move(c));
                 return;
@@ -256,10 +474,44 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         fn["mesh_instance"] = std::move(meshes);
         fn["free"] = std::move(free);
         fn["layouts"] = std::move(layouts);
+        fn["derived"] = f.derived.empty() ? ordered_json(nullptr) : ordered_json(f.derived);
+        fn["runs"] = facts.runs[index];
+        fn["runs_exact"] = static_cast<bool>(facts.exact[index]);
+        FunctionTotals t = function_totals(module, f);
+        ordered_json per_run;
+        per_run["collectives"] = t.collectives;
+        per_run["backward_collectives"] = t.backward_collectives;
+        per_run["sent_bytes"] = t.bytes_sent;
+        per_run["backward_sent_bytes"] = t.backward_bytes_sent;
+        per_run["cost_s"] = t.seconds;
+        per_run["exact"] = t.exact;
+        fn["per_run"] = std::move(per_run);
+        fn["peak_bytes"] = facts.peak_bytes[index];
         functions.push_back(std::move(fn));
     }
     ordered_json root;
     root["functions"] = std::move(functions);
+    if (facts.main >= 0) {
+        ordered_json program;
+        double collectives = 0, backward = 0, bytes = 0, secs = 0;
+        bool all_exact = true;
+        for (size_t i = 0; i < module.functions.size(); ++i) {
+            if (facts.runs[i] == 0) continue;
+            FunctionTotals t = function_totals(module, module.functions[i]);
+            collectives += facts.runs[i] * t.collectives;
+            backward += facts.runs[i] * t.backward_collectives;
+            bytes += facts.runs[i] * t.bytes_sent;
+            secs += facts.runs[i] * t.seconds;
+            all_exact = all_exact && t.exact && facts.exact[i];
+        }
+        program["collectives"] = collectives;
+        program["backward_collectives"] = backward;
+        program["sent_bytes"] = bytes;
+        program["cost_s"] = secs;
+        program["exact"] = all_exact;
+        program["peak_bytes"] = facts.peak_bytes[static_cast<size_t>(facts.main)];
+        root["program"] = std::move(program);
+    }
     out << root.dump(2) << "\n";
 }
 

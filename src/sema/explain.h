@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "ir/gir.h"
 #include "sema/mesh.h"
@@ -29,6 +30,31 @@ struct CollectiveInfo {
 /// for ops whose types the verifier would reject.
 std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir::Function& function,
                                               const ir::Op& op);
+
+/// Whole-program facts for explain: how often each function instance runs per run of
+/// `main` (call sites times enclosing loop trip counts; 0: not reached), whether that
+/// count is exact (every loop bound on the way a constant), and each instance's peak
+/// bytes of live tensors per device (values live from their op to their last use; a
+/// call adds the callee's peak). Indexed like module.functions.
+struct ProgramFacts {
+    std::vector<double> runs;
+    std::vector<bool> exact;
+    std::vector<int64_t> peak_bytes;
+    int32_t main = -1;
+};
+ProgramFacts analyse_program(const ir::Module& module);
+
+/// One run of a function instance: its collectives (each counted as often as its loops
+/// run it), the bytes each device sends, their cost; the backward ones (autodiff's).
+struct FunctionTotals {
+    double collectives = 0;
+    double bytes_sent = 0;
+    double seconds = 0;
+    double backward_collectives = 0;
+    double backward_bytes_sent = 0;
+    bool exact = true;
+};
+FunctionTotals function_totals(const ir::Module& module, const ir::Function& f);
 
 /// Per function instance: each value's layout, each collective with its buffer and cost,
 /// and the free coercions. `only_fn` non-empty: only the instances of that source function.

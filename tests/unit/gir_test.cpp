@@ -563,12 +563,27 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     std::string out = fx.json("mlp");
     INFO(out);
     auto doc = nlohmann::ordered_json::parse(out);
-    REQUIRE(doc.size() == 1);
+    REQUIRE(doc.size() == 2);
     REQUIRE(doc["functions"].size() == 1);
+    // One run of main: every instance's collectives times its runs.
+    auto every = nlohmann::ordered_json::parse(fx.json(""));
+    double collectives = 0, bytes = 0;
+    for (const auto& f : every["functions"]) {
+        collectives += f["runs"].get<double>() * f["per_run"]["collectives"].get<double>();
+        bytes += f["runs"].get<double>() * f["per_run"]["sent_bytes"].get<double>();
+    }
+    CHECK(collectives == 2);
+    CHECK(doc["program"]["collectives"].get<double>() == collectives);
+    CHECK(doc["program"]["sent_bytes"].get<double>() == bytes);
     const auto& fn = doc["functions"][0];
     std::vector<std::string> keys;
     for (const auto& item : fn.items()) keys.push_back(item.key());
-    CHECK(keys == std::vector<std::string>{"name", "instance", "collectives", "total_cost_s", "label", "mesh_instance", "free", "layouts"});
+    CHECK(keys == std::vector<std::string>{"name", "instance", "collectives", "total_cost_s", "label", "mesh_instance",
+                                           "free", "layouts", "derived", "runs", "runs_exact", "per_run", "peak_bytes"});
+    CHECK(fn["runs"].get<double>() == 1);
+    CHECK(fn["per_run"]["collectives"].get<double>() == 1);
+    CHECK(fn["per_run"]["backward_collectives"].get<double>() == 0);
+    CHECK(fn["collectives"][0]["pass"] == "forward");
     CHECK(fn["label"] == "mlp");
     CHECK(fn["mesh_instance"].empty());
     CHECK(fn["total_cost_s"].get<double>() == Approx(6 * 5e-6 + 384 / 1e11));
@@ -584,7 +599,7 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     keys.clear();
     for (const auto& item : c.items()) keys.push_back(item.key());
     CHECK(keys == std::vector<std::string>{"kind", "op", "axes", "dtype", "shape", "bytes", "cost_s", "line", "col",
-                                           "sent_bytes", "inserted", "reason"});
+                                           "sent_bytes", "inserted", "reason", "pass", "count"});
     CHECK(c["sent_bytes"].get<double>() == Approx(384));
     CHECK(c["inserted"] == true);
     CHECK(c["reason"].is_string());
@@ -658,7 +673,7 @@ TEST_CASE("explain as text: layouts, collectives with buffer and cost, free slic
     Fixture fx = mlp_module();
     std::string text = fx.text("mlp");
     INFO(text);
-    CHECK(text.rfind("fn mlp\n  layouts:\n", 0) == 0);
+    CHECK(text.rfind("fn mlp  (runs 1 times per run of main)\n  layouts:\n", 0) == 0);
     CHECK(text.find("    %0 x: Tensor f32 [8, 16] on Pod with {0: data}  (parameter)\n") != std::string::npos);
     CHECK(text.find("    %4 h: Tensor f32 [8, 32] on Pod with {0: data, 1: model}  9:13\n") != std::string::npos);
     CHECK(text.find("    %5: Tensor f32 [8, 16] on Pod with {0: data} partial {model}  10:5\n") != std::string::npos);
@@ -668,7 +683,8 @@ TEST_CASE("explain as text: layouts, collectives with buffer and cost, free slic
     CHECK(text.find("fn main") == std::string::npos);
 
     std::string everything = fx.text("");
-    CHECK(everything.find("\nfn main\n") != std::string::npos);
+    CHECK(everything.find("\nfn main  (runs 1 times per run of main)\n") != std::string::npos);
+    CHECK(everything.find("\nprogram (one run of main): 2 collectives (0 backward), 388 bytes sent per device") != std::string::npos);
     CHECK(everything.find("%2: Tensor") == std::string::npos);  // scalars have no layout
 
     Fixture ls = coercion_module(OpKind::LocalSlice, tensor({8, 16}, {{D}, {}}), tensor({8, 16}, {{D}, {M}}), kModel, 1);

@@ -137,20 +137,42 @@ def run_mesh(exe, tmp, threads, trace=None):
     return wall, cpu, parse_loss(out, os.path.basename(exe))
 
 
-def trace_totals(path):
-    """Total duration (s) per event kind on device 0's track."""
+def trace_events(path):
+    """Device 0's complete events as (kind, start s, duration s); kind is the event's
+    name, plus the einsum for a contraction."""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
-    tot = defaultdict(float)
-    cnt = defaultdict(int)
+    out = []
     for e in events:
         if e.get("ph") != "X" or e.get("tid", 0) != 0:
             continue
         spec = (e.get("args") or {}).get("spec")
-        key = f"{e['name']} {spec}" if spec else e["name"]
-        tot[key] += e["dur"] * 1e-6
-        cnt[key] += 1
+        out.append((f"{e['name']} {spec}" if spec else e["name"], e["ts"] * 1e-6, e["dur"] * 1e-6))
+    out.sort(key=lambda ev: ev[1])
+    return out
+
+
+def totals(events):
+    tot, cnt = defaultdict(float), defaultdict(int)
+    for kind, _, dur in events:
+        tot[kind] += dur
+        cnt[kind] += 1
     return tot, cnt
+
+
+def step_marker(ev_k, ev_2k, K):
+    """An event kind that occurs exactly once per step and nowhere else: K times in the
+    K-step trace and 2K times in the 2K-step one (the longest such, for a steady start)."""
+    tk, ck = totals(ev_k)
+    t2, c2 = totals(ev_2k)
+    kinds = [k for k in c2 if c2[k] == 2 * K and ck.get(k) == K]
+    return max(kinds, key=lambda k: t2[k]) if kinds else None
+
+
+def step_times(events, marker):
+    """Per-step times: the intervals between consecutive starts of the marker event."""
+    starts = [t for kind, t, _ in events if kind == marker]
+    return [b - a for a, b in zip(starts, starts[1:])]
 
 
 # ---------------------------------------------------------------- data and references
@@ -281,24 +303,40 @@ for mode in modes:
     print(json.dumps(dict(mode=mode, losses=losses, collectives=info)), flush=True)
 print(json.dumps(dict(ready=True, version=jax.__version__, devices=len(jax.devices()))), flush=True)
 
+def one_step(mode, state):
+    if mode == "forward":
+        return state, step_fns[mode](state, x, y)
+    out = step_fns[mode](state, x, y)
+    return out, out
+
 for line in sys.stdin:
     mode = line.strip()
     if not mode:
         break
     step, state = setup[mode]
+    step_fns = {mode: step}
     jax.block_until_ready(state)
+    # K steps dispatched back to back, one wait at the end (throughput, CPU time) ...
     c0 = time.process_time()
     t0 = time.perf_counter()
-    if mode == "forward":
-        out = [step(state, x, y) for _ in range(K)]
-    else:
-        out = state
-        for _ in range(K):
-            out = step(out, x, y)
-        setup[mode] = (step, out)
-    jax.block_until_ready(out)
-    wall = time.perf_counter() - t0
-    print(json.dumps(dict(s=wall / K, cpu=(time.process_time() - c0) / K)), flush=True)
+    outs = []
+    for _ in range(K):
+        state, out = one_step(mode, state)
+        outs.append(out)
+    jax.block_until_ready(outs)
+    total = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    # ... then K steps each waited for: the median step.
+    per = []
+    for _ in range(K):
+        t0 = time.perf_counter()
+        state, out = one_step(mode, state)
+        jax.block_until_ready(out)
+        per.append(time.perf_counter() - t0)
+    setup[mode] = (step, state)
+    per.sort()
+    print(json.dumps(dict(step=per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2,
+                          thru=total / K, cpu=cpu / K)), flush=True)
 """.replace("SGD_LR", repr(SGD_LR)).replace("ADAM_LR", repr(ADAM_LR))
 
 
@@ -338,8 +376,7 @@ class JaxChild:
     def time_step(self, mode):
         self.p.stdin.write(mode + "\n")
         self.p.stdin.flush()
-        msg = self._read()
-        return msg["s"], msg["cpu"]
+        return self._read()
 
     def close(self):
         try:
@@ -386,7 +423,7 @@ def main():
     ap.add_argument("--jax-python", help="a Python that has jax (default: tests/bench/.venv, then this one)")
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--breakdown", nargs="*", default=None, metavar="MODE:DEVICES",
-                    help="trace breakdowns to print (default dp_sgd:1; none with no argument)")
+                    help="meshc trace breakdowns to print (default dp_sgd:1; none with no argument)")
     ap.add_argument("--tol", type=float, default=1e-4, help="relative loss agreement (default 1e-4)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round, no JAX: proves the script works")
     ap.add_argument("--json")
@@ -396,6 +433,8 @@ def main():
     sizes = dict(B=args.batch or base["B"], D=args.dim or base["D"], H=args.hidden or base["H"],
                  K=args.steps or base["K"])
     K = sizes["K"]
+    if K < 2:
+        raise SystemExit("--steps must be at least 2")
     repeat = 1 if args.smoke else args.repeat
     devices = [int(d) for d in args.devices.split(",") if d.strip()]
     for d in devices:
@@ -413,124 +452,141 @@ def main():
         print("JAX not found (tests/bench/.venv, this Python): meshc figures only. To compare, run\n"
               "  python3 -m venv tests/bench/.venv && tests/bench/.venv/bin/pip install jax")
 
+    cases = [(mode, d) for d in devices for mode in modes]
     failures = []
+    mesh = {c: defaultdict(list) for c in cases}      # step, thru, cpu: one figure per repetition
+    jx = {c: defaultdict(list) for c in cases}
+    mesh_losses, traces, markers = {}, {}, {}
+    loads = [os.getloadavg()[0]]
+    children = {}
+    jax_version = None
     with tempfile.TemporaryDirectory(prefix="meshc-train-bench-") as tmp:
         data = make_data(tmp, sizes["B"], sizes["D"], sizes["H"])
         refs = {mode: reference_losses(data, mode, [K, 2 * K]) for mode in modes}
-        exes = {(m, d, n): build(meshc, tmp, m, d, sizes, n) for m in modes for d in devices for n in (K, 2 * K)}
-        children = {}
-        jax_version = None
+        exes = {(m, d, n): build(meshc, tmp, m, d, sizes, n) for (m, d) in cases for n in (K, 2 * K)}
         try:
             if py:
                 for d in devices:
                     children[d] = JaxChild(py, d, sizes, tmp, modes)
                     jax_version = children[d].version
-            mesh_steps = defaultdict(list)
-            jax_steps = defaultdict(list)
-            mesh_cpu = defaultdict(list)
-            jax_cpu = defaultdict(list)
-            loads = [os.getloadavg()[0]]
-            mesh_losses = {}
+
+            def mesh_once(c, r):
+                mode, d = c
+                tr = [os.path.join(tmp, f"trace_{mode}_{d}_{n}.json") for n in (K, 2 * K)]
+                tk, ck, lk = run_mesh(exes[(mode, d, K)], tmp, threads[d], trace=tr[0])
+                t2k, c2k, l2k = run_mesh(exes[(mode, d, 2 * K)], tmp, threads[d], trace=tr[1])
+                ev = [trace_events(t) for t in tr]
+                if r == 0:
+                    mesh_losses[c] = {K: lk, 2 * K: l2k}
+                    traces[c] = ev
+                    markers[c] = step_marker(ev[0], ev[1], K)
+                elif (lk, l2k) != (mesh_losses[c][K], mesh_losses[c][2 * K]):
+                    failures.append(f"meshc {mode} on {d} device(s): the loss changed between runs")
+                mesh[c]["thru"].append((t2k - tk) / K)
+                mesh[c]["cpu"].append((c2k - ck) / K)
+                if markers[c]:
+                    mesh[c]["step"].append(statistics.median(step_times(ev[1], markers[c])))
+
+            def jax_once(c, r):
+                if c[1] in children:
+                    msg = children[c[1]].time_step(c[0])
+                    for k in ("step", "thru", "cpu"):
+                        jx[c][k].append(msg[k])
+
             for r in range(repeat):
-                for d in devices:
-                    for mode in modes:
-                        def mesh_once():
-                            tk, ck, lk = run_mesh(exes[(mode, d, K)], tmp, threads[d])
-                            t2k, c2k, l2k = run_mesh(exes[(mode, d, 2 * K)], tmp, threads[d])
-                            mesh_steps[(mode, d)].append((t2k - tk) / K)
-                            mesh_cpu[(mode, d)].append((c2k - ck) / K)
-                            mesh_losses[(mode, d)] = {K: lk, 2 * K: l2k}
-
-                        def jax_once():
-                            if d in children:
-                                s, c = children[d].time_step(mode)
-                                jax_steps[(mode, d)].append(s)
-                                jax_cpu[(mode, d)].append(c)
-
-                        for f in ((mesh_once, jax_once) if r % 2 == 0 else (jax_once, mesh_once)):
-                            f()
+                for c in cases:
+                    for f in ((mesh_once, jax_once) if r % 2 == 0 else (jax_once, mesh_once)):
+                        f(c, r)
                 loads.append(os.getloadavg()[0])
-            breakdowns = {}
-            for b in breakdown:
-                mode, d = b.split(":")[0], int(b.split(":")[1])
-                tot = []
-                walls = []
-                for n in (K, 2 * K):
-                    tr = os.path.join(tmp, f"trace_{n}.json")
-                    wall, _, _ = run_mesh(exes[(mode, d, n)], tmp, threads[d], trace=tr)
-                    walls.append(wall)
-                    tot.append(trace_totals(tr))
-                rows = []
-                for key in set(tot[0][0]) | set(tot[1][0]):
-                    per = (tot[1][0].get(key, 0.0) - tot[0][0].get(key, 0.0)) / K
-                    cnt = (tot[1][1].get(key, 0) - tot[0][1].get(key, 0)) / K
-                    if cnt > 0 or per > 1e-6:
-                        rows.append((key, per, cnt))
-                rows.sort(key=lambda row: -row[1])
-                breakdowns[b] = dict(step_s=(walls[1] - walls[0]) / K, events=rows)
         finally:
-            for c in children.values():
-                c.close()
+            for ch in children.values():
+                ch.close()
 
     # ---- losses
-    print(f"MLP B={sizes['B']} D={sizes['D']} H={sizes['H']}; steps timed as (T({2 * K}) - T({K})) / {K}; "
-          f"{repeat} alternating repetitions, medians; meshc -O2"
-          + (f", JAX {jax_version}" if py else ", no JAX") + f"; {cores} cores, --mesh-threads "
+    print(f"MLP B={sizes['B']} D={sizes['D']} H={sizes['H']}, K = {K}; {repeat} alternating repetitions; "
+          f"meshc -O2" + (f", JAX {jax_version}" if py else ", no JAX") + f"; {cores} cores, --mesh-threads "
           + ", ".join(f"{threads[d]} at {d} device{'s' if d > 1 else ''}" for d in devices))
     print()
-    print("losses (after K and 2K steps; forward: the initial weights' loss)")
+    print("losses after K and 2K steps (forward: the initial weights' loss)")
     print(f"{'mode':<11} {'dev':>3} {'steps':>5} {'meshc':>14} {'jax':>14} {'numpy f64':>14} {'meshc/jax-1':>12} {'meshc/np-1':>11}")
     loss_rows = []
-    for mode in modes:
-        for d in devices:
-            for n in (K, 2 * K):
-                ml = mesh_losses[(mode, d)][n]
-                jl = children[d].setup[mode]["losses"][n] if d in children else None
-                nl = refs[mode][n]
-                dj = rel(ml, jl) if jl is not None else None
-                dn = rel(ml, nl)
-                if (dj is not None and dj > args.tol) or dn > args.tol or not np.isfinite(ml):
-                    failures.append(f"{mode} on {d} device(s) after {n} steps: meshc {ml!r}, jax {jl!r}, numpy {nl!r}")
-                loss_rows.append(dict(mode=mode, devices=d, steps=n, meshc=ml, jax=jl, numpy=nl))
-                print(f"{mode:<11} {d:>3} {n:>5} {ml:>14.9g} {(f'{jl:.9g}' if jl is not None else '-'):>14} {nl:>14.9g} "
-                      f"{(f'{dj:.1e}' if dj is not None else '-'):>12} {dn:>11.1e}")
+    for mode, d in cases:
+        for n in (K, 2 * K):
+            ml = mesh_losses[(mode, d)][n]
+            jl = children[d].setup[mode]["losses"][n] if d in children else None
+            nl = refs[mode][n]
+            dj = rel(ml, jl) if jl is not None else None
+            dn = rel(ml, nl)
+            if (dj is not None and not dj <= args.tol) or not dn <= args.tol:
+                failures.append(f"{mode} on {d} device(s) after {n} steps: meshc {ml!r}, jax {jl!r}, numpy {nl!r}")
+            loss_rows.append(dict(mode=mode, devices=d, steps=n, meshc=ml, jax=jl, numpy=nl))
+            print(f"{mode:<11} {d:>3} {n:>5} {ml:>14.9g} {(f'{jl:.9g}' if jl is not None else '-'):>14} {nl:>14.9g} "
+                  f"{(f'{dj:.1e}' if dj is not None else '-'):>12} {dn:>11.1e}")
 
     # ---- times
+    med = lambda xs: statistics.median(xs) * 1e3 if xs else None
+    fmt = lambda v, w, p=2: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
     print()
-    print(f"{'mode':<11} {'dev':>3} {'meshc ms/step':>14} {'(min-max)':>15} {'jax ms/step':>12} {'(min-max)':>15} {'meshc/jax':>10}")
+    print("ms per step. step: median step of a run (meshc: between the starts of one event per step in its trace;")
+    print("JAX: K steps each waited for), median over the runs, min-max of the runs; thru: meshc (T(2K) - T(K)) / K")
+    print("of the programs' wall times, JAX K steps dispatched back to back / K; cpu: CPU time of all threads per step")
+    print(f"{'mode':<11} {'dev':>3} {'meshc':>8} {'(min-max)':>13} {'jax':>8} {'(min-max)':>13} {'meshc/jax':>9}"
+          f" {'thru m':>7} {'thru j':>7} {'cpu m':>7} {'cpu j':>7}")
     results = []
-    for mode in modes:
-        for d in devices:
-            ms = [t * 1e3 for t in mesh_steps[(mode, d)]]
-            js = [t * 1e3 for t in jax_steps[(mode, d)]]
-            m = statistics.median(ms)
-            j = statistics.median(js) if js else None
-            results.append(dict(mode=mode, devices=d, meshc_ms=m, jax_ms=j, ratio=(m / j if j else None),
-                                meshc_runs_ms=ms, jax_runs_ms=js,
-                                jax_collectives=children[d].setup[mode]["collectives"] if d in children else None))
-            print(f"{mode:<11} {d:>3} {m:>14.2f} {f'({min(ms):.1f}-{max(ms):.1f})':>15} "
-                  f"{(f'{j:.2f}' if j is not None else '-'):>12} "
-                  f"{(f'({min(js):.1f}-{max(js):.1f})' if js else ''):>15} {(f'{m / j:.2f}' if j else '-'):>10}")
+    for c in cases:
+        mode, d = c
+        ms, js = mesh[c]["step"], jx[c]["step"]
+        m, j = med(ms), med(js)
+        row = dict(mode=mode, devices=d, meshc_ms=m, jax_ms=j, ratio=(m / j if m and j else None),
+                   meshc_thru_ms=med(mesh[c]["thru"]), jax_thru_ms=med(jx[c]["thru"]),
+                   meshc_cpu_ms=med(mesh[c]["cpu"]), jax_cpu_ms=med(jx[c]["cpu"]),
+                   meshc_runs_ms=[v * 1e3 for v in ms], jax_runs_ms=[v * 1e3 for v in js],
+                   meshc_marker=markers.get(c),
+                   jax_collectives=children[d].setup[mode]["collectives"] if d in children else None)
+        results.append(row)
+        rng = lambda xs: f"({min(xs) * 1e3:.1f}-{max(xs) * 1e3:.1f})" if xs else ""
+        print(f"{mode:<11} {d:>3} {fmt(m, 8)} {rng(ms):>13} {fmt(j, 8)} {rng(js):>13} {fmt(row['ratio'], 9)}"
+              f" {fmt(row['meshc_thru_ms'], 7, 1)} {fmt(row['jax_thru_ms'], 7, 1)}"
+              f" {fmt(row['meshc_cpu_ms'], 7, 1)} {fmt(row['jax_cpu_ms'], 7, 1)}")
+    print(f"load average (1 min) before and after each repetition: {', '.join(f'{l:.1f}' for l in loads)}")
+    print("meshc step marker events: " + "; ".join(f"{m}@{d}: {markers.get((m, d))}" for m, d in cases))
     if children:
-        print()
-        print("collectives in XLA's compiled step (per step): " + "; ".join(
+        print("collectives in XLA's compiled step: " + "; ".join(
             f"{r['mode']}@{r['devices']}: " + (", ".join(f"{k} {v}" for k, v in r["jax_collectives"].items()) or "none")
             for r in results if r["jax_collectives"] is not None))
 
-    for b, bd in breakdowns.items():
+    # ---- where meshc's time goes (the first repetition's traces)
+    breakdowns = {}
+    for b in breakdown:
+        mode, d = b.split(":")[0], int(b.split(":")[1])
+        ev_k, ev_2k = traces[(mode, d)]
+        (tk, ck), (t2, c2) = totals(ev_k), totals(ev_2k)
+        step = statistics.median(step_times(ev_2k, markers[(mode, d)])) if markers[(mode, d)] else None
+        span = lambda ev: max(t + du for _, t, du in ev) - min(t for _, t, _ in ev)
+        if step is None:
+            step = (span(ev_2k) - span(ev_k)) / K
+        rows = []
+        for kind in set(t2) | set(tk):
+            per = (t2.get(kind, 0.0) - tk.get(kind, 0.0)) / K
+            cnt = (c2.get(kind, 0) - ck.get(kind, 0)) / K
+            if cnt > 0 or per > 1e-6:
+                rows.append((kind, per, cnt))
+        rows.sort(key=lambda row: -row[1])
+        traced = sum(p for _, p, _ in rows)
+        breakdowns[b] = dict(step_ms=step * 1e3, untraced_ms=(step - traced) * 1e3,
+                             events=[dict(event=k, ms=p * 1e3, count=c) for k, p, c in rows])
         print()
-        step = bd["step_s"]
-        traced = sum(p for _, p, _ in bd["events"])
-        print(f"meshc trace, {b.replace(':', ' on ')} device(s), per step (device 0; (trace of {2 * K} steps - "
-              f"trace of {K}) / {K}); step {step * 1e3:.2f} ms with --trace")
+        print(f"meshc, {mode} on {d} device{'s' if d > 1 else ''}: where a step goes (device 0's trace, "
+              f"(trace of {2 * K} steps - trace of {K}) / {K}; step {step * 1e3:.2f} ms, the 2K run's median)")
         print(f"  {'ms/step':>8} {'share':>6} {'events':>6}  event")
-        for key, per, cnt in bd["events"]:
-            print(f"  {per * 1e3:>8.2f} {per / step * 100:>5.1f}% {cnt:>6.1f}  {key}")
-        print(f"  {(step - traced) * 1e3:>8.2f} {(step - traced) / step * 100:>5.1f}%         untraced")
+        for kind, per, cnt in rows:
+            print(f"  {per * 1e3:>8.2f} {per / step * 100:>5.1f}% {cnt:>6.2g}  {kind}")
+        print(f"  {(step - traced) * 1e3:>8.2f} {(step - traced) / step * 100:>5.1f}% {'':>6}  untraced "
+              "(between events: allocation, loop, code outside the runtime's events)")
 
     if failures:
         print()
-        print("LOSSES DISAGREE (tolerance %g relative):" % args.tol)
+        print("FAILED (loss tolerance %g relative):" % args.tol)
         for f in failures:
             print("  " + f)
     if args.smoke:
@@ -540,11 +596,8 @@ def main():
             json.dump(dict(date=datetime.date.today().isoformat(),
                            command="python3 " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
                            meshc=run([meshc, "--version"]).strip(), sizes=sizes, repeat=repeat,
-                           mesh_threads=threads, jax=jax_version, machine=machine(), losses=loss_rows,
-                           results=results,
-                           breakdowns={b: dict(step_ms=bd["step_s"] * 1e3,
-                                               events=[dict(event=k, ms=p * 1e3, count=c) for k, p, c in bd["events"]])
-                                       for b, bd in breakdowns.items()}), f, indent=2)
+                           mesh_threads=threads, jax=jax_version, machine=machine(), loadavg_1min=loads,
+                           losses=loss_rows, results=results, breakdowns=breakdowns), f, indent=2)
             f.write("\n")
     return 1 if failures else 0
 
