@@ -1303,6 +1303,7 @@ private:
     }
 
     void collective(const Op& op) {
+        if (op.kind == OpKind::AllReduce && op.operands.size() > 1) return combined_all_reduce(op);
         ValueId x = op.operands[0], r = op.results[0];
         val_[r] = alloc(r);
         int32_t mesh = gtype(x).mesh;
@@ -1331,6 +1332,40 @@ private:
                 break;
             }
         }, [&] { zero(r, val_[r]); });
+    }
+
+    /// An all_reduce of several tensors of one element type (transform/combine_collectives):
+    /// packed into one buffer, reduced with one runtime call, unpacked.
+    void combined_all_reduce(const Op& op) {
+        ValueId x0 = op.operands[0];
+        int32_t mesh = gtype(x0).mesh;
+        auto axes = spmd::group_axes(*fn_, op);
+        std::vector<int32_t> ax(axes.begin(), axes.end());
+        int64_t total = 0;
+        for (ValueId x : op.operands) total += product(lshape(x));
+        int64_t width = static_cast<int64_t>(ir::dtype_bytes(dt(x0)));
+        llvm::Value* in = call("meshrt_alloc", {dev_, i64c(std::max<int64_t>(1, total) * width)});
+        llvm::Value* out = call("meshrt_alloc", {dev_, i64c(std::max<int64_t>(1, total) * width)});
+        int64_t offset = 0;
+        for (ValueId x : op.operands) {
+            int64_t bytes = product(lshape(x)) * width;
+            b_.CreateMemCpy(b_.CreateGEP(b_.getInt8Ty(), in, i64c(offset)), llvm::MaybeAlign(1), val_[x], llvm::MaybeAlign(1), bytes);
+            offset += bytes;
+        }
+        on_members(mesh, [&] {
+            call("meshrt_all_reduce", {dev_, i32c(mesh), i32c(static_cast<int64_t>(ax.size())), i32_array(ax),
+                                       i32c(static_cast<int>(dt(x0))), i32c(0), in, out, i64c(total)});
+        }, [&] { b_.CreateMemSet(out, b_.getInt8(0), std::max<int64_t>(1, total) * width, llvm::MaybeAlign(1)); });
+        offset = 0;
+        for (size_t i = 0; i < op.results.size(); ++i) {
+            ValueId r = op.results[i];
+            val_[r] = alloc(r);
+            int64_t bytes = product(lshape(r)) * width;
+            b_.CreateMemCpy(val_[r], llvm::MaybeAlign(1), b_.CreateGEP(b_.getInt8Ty(), out, i64c(offset)), llvm::MaybeAlign(1), bytes);
+            offset += bytes;
+        }
+        call("meshrt_free", {dev_, in});
+        call("meshrt_free", {dev_, out});
     }
 
     /// A stack array in the entry block (an alloca in a loop body would grow the stack

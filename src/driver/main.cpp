@@ -29,6 +29,7 @@
 #include "spmd/spmd.h"
 #include "sema/infer.h"
 #include "transform/autodiff.h"
+#include "transform/combine_collectives.h"
 #include "sema/loader.h"
 #include "sema/refine.h"
 #include "sema/resolve.h"
@@ -346,7 +347,10 @@ int run_check(const CheckOptions& options) {
         // GIR -> GIR: every grad becomes forward and backward functions.
         transform::AutodiffOptions ad_options;
         ad_options.strict_comm = options.strict_comm;
-        timer.run("autodiff", [&] { transform::autodiff(gir, sources, diags, ad_options); });
+        timer.run("autodiff", [&] {
+            transform::autodiff(gir, sources, diags, ad_options);
+            if (!diags.has_errors()) transform::combine_collectives(gir);
+        });
         if (diags.has_errors()) continue;
         problems = timer.run("verify", [&] { return ir::verify_module(gir); });
         if (!problems.empty()) {

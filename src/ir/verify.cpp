@@ -189,6 +189,16 @@ private:
         case OpKind::Reduce: check_reduce(op, bad); break;
         case OpKind::Contract: check_contract(op, bad); break;
         case OpKind::AllReduce:
+            // Several tensors at once (combined by transform/combine_collectives): each
+            // pair is an all_reduce of its own, all over one mesh.
+            for (size_t i = 0; i < op.operands.size(); ++i) {
+                Op one = op;
+                one.operands = {op.operands[i]};
+                one.results = {op.results[i]};
+                check_collective(one, bad);
+                if (f_.types[op.operands[i]].mesh != f_.types[op.operands[0]].mesh) bad("combined tensors on different meshes");
+            }
+            break;
         case OpKind::ReduceScatter:
         case OpKind::AllGather:
         case OpKind::AllToAll:
@@ -275,8 +285,8 @@ private:
             size_t n = elementwise_arity(op.ew);
             return expect(n, n, 1);
         }
+        case OpKind::AllReduce: return expect(1, SIZE_MAX, op.operands.size());
         case OpKind::Reduce:
-        case OpKind::AllReduce:
         case OpKind::ReduceScatter:
         case OpKind::AllGather:
         case OpKind::AllToAll:

@@ -150,7 +150,10 @@ private:
         }
         case OpKind::AllReduce:
         case OpKind::Place:
-            if (shape(op.operands[0]) != shape(op.results[0])) problem(op, "changes the local shape");
+            for (size_t i = 0; i < op.operands.size() && i < op.results.size(); ++i) {
+                if (shape(op.operands[i]) != shape(op.results[i])) problem(op, "changes the local shape");
+            }
+            if (op.operands.size() != op.results.size()) problem(op, "has as many results as operands");
             break;
         case OpKind::MakePartial: {
             // A split over a made-partial axis leaves the dim (the piece sits in zeros).
