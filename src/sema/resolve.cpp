@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/layout.h"
 #include "sema/builtins.h"
 
 namespace meshc::sema {
@@ -179,6 +180,13 @@ private:
     }
 
     void check_mesh(const Item& mesh) {
+        if (mesh.axes.size() > ir::kMaxMeshAxes) {
+            const MeshAxisDecl& extra = mesh.axes[ir::kMaxMeshAxes];
+            diags_.emit(DiagCode::E0302, extra.span.to(mesh.axes.back().span),
+                        fmt::format("mesh `{}` has {} axes; a mesh has at most {}", mesh.name.name,
+                                    mesh.axes.size(), ir::kMaxMeshAxes))
+                .note("merge axes that are always used together into one");
+        }
         std::map<std::string_view, Span> axes;
         for (const MeshAxisDecl& axis : mesh.axes) {
             auto [it, inserted] = axes.emplace(axis.name.name, axis.name.span);
