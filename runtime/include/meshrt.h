@@ -45,6 +45,11 @@ typedef struct meshrt_mesh_desc {
     const int64_t* axis_sizes;
 } meshrt_mesh_desc;
 
+/* The most devices a program may run on (ndevices): meshrt_main refuses more with a
+ * message and status 1, since the simulated mesh starts a thread for each device and the
+ * runtime keeps tables per device. meshc build refuses such a program (E0707). */
+#define MESHRT_MAX_DEVICES 65536
+
 typedef struct meshrt_program {
     const char* name;                 /* the source file's stem, for --help and messages */
     int32_t nmeshes;

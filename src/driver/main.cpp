@@ -174,6 +174,11 @@ bool make_dirs(const std::string& dir) {
     return true;
 }
 
+/// The most devices a program may run on (its largest mesh): the runtime's
+/// MESHRT_MAX_DEVICES (runtime/include/meshrt.h), which refuses more at start-up; the
+/// simulated mesh starts a thread per device. `meshc build` reports E0707 beyond it.
+constexpr int64_t kMaxDevices = 65536;
+
 /// The executable `meshc run` built (or found in its cache).
 std::string built_executable;
 
@@ -187,7 +192,24 @@ uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
 // `meshc build` / `meshc run` after the checker: GIR -> local IR -> LLVM -> object ->
 // executable (or the requested --emit form on stdout).
 int build_program(const CheckOptions& options, const SourceManager& sources, DiagnosticEngine& diags,
-                  const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+                  const sema::Program& program, const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+    // The executable starts every device of its largest mesh (the simulated mesh: a
+    // thread each), and the runtime refuses more than it can start (docs/running.md).
+    bool too_many = false;
+    for (const auto& module : program.modules) {
+        for (const ast::Item* item : module->items) {
+            if (item->kind != ast::ItemKind::Mesh) continue;
+            int64_t devices = sema::mesh_from_item(*item).device_count();
+            if (devices <= kMaxDevices) continue;
+            too_many = true;
+            diags.emit(DiagCode::E0707, item->span,
+                       fmt::format("mesh `{}` has {} devices; a program runs on at most {}", item->name.name, devices,
+                                   kMaxDevices))
+                .note("the simulated mesh starts a thread for each device; rebind the mesh to fewer devices "
+                      "with `--mesh NAME=axis:size,...`");
+        }
+    }
+    if (too_many) return 1;
     for (const ir::Function& fn : gir.functions) {
         if (fn.name != "main" || !fn.instance.empty() || (fn.params.empty() && fn.results.empty())) continue;
         diags.emit(DiagCode::E0702, fn.span,
@@ -355,7 +377,7 @@ int run_check(const CheckOptions& options) {
         }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
         if (options.build) {
-            int status = build_program(options, sources, diags, gir, path, timer);
+            int status = build_program(options, sources, diags, program, gir, path, timer);
             if (status != 0 || diags.has_errors()) {
                 render(sources, diags, options.error_format, options.max_errors);
                 return status != 0 ? status : 1;

@@ -532,9 +532,9 @@ ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::strin
     // Every size, byte count and index of a tensor must fit 64 bits with room to spare.
     uint64_t bytes = ir::dtype_bytes(type.dtype);
     for (int64_t d : type.shape) {
-        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62)) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes >= (uint64_t{1} << 62)) {
             fail(DiagCode::E0312, op.span,
-                 fmt::format("a tensor of shape {} and element type {} is too large (more than 2^62 bytes)", shape_string(type.shape),
+                 fmt::format("a tensor of shape {} and element type {} is too large (2^62 bytes or more)", shape_string(type.shape),
                              dtype_name(type.dtype)));
         }
     }

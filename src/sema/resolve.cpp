@@ -205,7 +205,16 @@ private:
                 .note("merge axes that are always used together into one");
         }
         std::map<std::string_view, Span> axes;
+        int64_t devices = 1;
+        bool overflowed = false;
         for (const MeshAxisDecl& axis : mesh.axes) {
+            if (!overflowed && axis.size >= 1 && __builtin_mul_overflow(devices, axis.size, &devices)) {
+                overflowed = true;
+                diags_.emit(DiagCode::E0302, axis.size_span,
+                            fmt::format("mesh `{}` has more devices than fit in 64 bits (more than 2^63 - 1): "
+                                        "the product of its axis sizes overflows at axis `{}` of size {}",
+                                        mesh.name.name, axis.name.name, axis.size));
+            }
             auto [it, inserted] = axes.emplace(axis.name.name, axis.name.span);
             if (!inserted) {
                 diags_.emit(DiagCode::E0204, axis.name.span,
