@@ -6,10 +6,12 @@
 #include <cstring>
 #include <tuple>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -184,9 +186,36 @@ std::string built_executable;
 
 /// FNV-1a: the cache key of a `meshc run` build (the sources and every option that
 /// changes the executable).
-uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
+uint64_t fnv1a(std::string_view text, uint64_t h = 1469598103934665603ull) {
     for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
     return h;
+}
+
+/// What `meshc run` records of an executable it cached, in `EXE.sum` beside it: the
+/// size and FNV-1a hash of its bytes ("" when it cannot be read). An entry is reused only
+/// when the record matches, so a damaged executable (truncated, overwritten, a disk
+/// error) is rebuilt rather than run.
+std::string file_digest(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "";
+    uint64_t h = 1469598103934665603ull;
+    uint64_t size = 0;
+    char chunk[1 << 16];
+    while (in) {
+        in.read(chunk, sizeof chunk);
+        auto n = static_cast<size_t>(in.gcount());
+        h = fnv1a(std::string_view(chunk, n), h);
+        size += n;
+    }
+    if (in.bad()) return "";
+    return fmt::format("{} {:016x}\n", size, h);
+}
+
+bool cached_executable_ok(const std::string& exe) {
+    if (access(exe.c_str(), X_OK) != 0) return false;
+    std::ifstream in(exe + ".sum", std::ios::binary);
+    std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return !recorded.empty() && recorded == file_digest(exe);
 }
 
 // `meshc build` / `meshc run` after the checker: GIR -> local IR -> LLVM -> object ->
@@ -274,7 +303,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         }
         output = fmt::format("{}/{}-{:016x}", dir, cg.program_name, fnv1a(key));
         built_executable = output;
-        if (access(output.c_str(), X_OK) == 0) return 0;  // built before
+        if (cached_executable_ok(output)) return 0;  // built before
     }
     if (output.empty()) output = options.emit == "obj" ? cg.program_name + ".o" : cg.program_name;
     // Never write the executable over a source file (`-o model.msh`).
@@ -317,6 +346,14 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         std::remove(partial.c_str());
         diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, std::strerror(errno)));
         return 1;
+    }
+    if (options.run) {
+        // The record that makes the entry reusable, written last (and renamed into place):
+        // an entry without it is built again.
+        std::string sum = output + ".sum", sum_partial = sum + fmt::format(".{}.tmp", getpid());
+        std::string digest = file_digest(output);
+        std::ofstream(sum_partial, std::ios::binary) << digest;
+        if (digest.empty() || std::rename(sum_partial.c_str(), sum.c_str()) != 0) std::remove(sum_partial.c_str());
     }
     return 0;
 }

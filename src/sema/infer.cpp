@@ -3265,7 +3265,10 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         }
         for (size_t i = first; i < pos.size(); ++i) {
             if (pos[i]->kind == ExprKind::StringLit) {
-                text += (text.empty() ? "" : " ") + pos[i]->string_value;
+                text += text.empty() ? "" : " ";
+                // A string prints as it is: its braces are doubled in print's format,
+                // where `{}` stands for a value (runtime/include/meshrt.h).
+                for (char c : pos[i]->string_value) text += b == Builtin::print && (c == '{' || c == '}') ? std::string(2, c) : std::string(1, c);
                 continue;
             }
             ValueId v = lower_expr(*pos[i]);
