@@ -1,6 +1,7 @@
 // meshc: the command-line driver. Parses flags (CLI11), runs the pipeline as one
 // straight-line function per sub-command, renders the diagnostics bundle once.
 // Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -88,10 +89,10 @@ void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFo
         std::cerr << fmt::format("meshc: {} more diagnostic{} not shown (--max-errors=0 shows all)\n",
                                  hidden, hidden == 1 ? "" : "s");
     }
-    if (diags.error_count() > 0) {
-        std::cerr << fmt::format("meshc: {} error{} found\n", diags.error_count(),
-                                 diags.error_count() == 1 ? "" : "s");
-    }
+    // Of the diagnostics shown and not (sorted() drops repeats of one diagnostic).
+    size_t errors = static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; }));
+    if (errors > 0) std::cerr << fmt::format("meshc: {} error{} found\n", errors, errors == 1 ? "" : "s");
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -420,6 +421,22 @@ int run_check(const CheckOptions& options) {
                 return status != 0 ? status : 1;
             }
             continue;
+        }
+        if (!options.explain_format.empty() && !options.explain_fn.empty()) {
+            // `--fn NAME` names a function of the program (a generic one without
+            // instances shows nothing, like a program without calls of it).
+            std::vector<std::string_view> names;
+            for (const ir::Function& fn : gir.functions) names.push_back(fn.name);
+            for (const ast::Item* item : program.modules.front()->items) {
+                if (item->kind == ast::ItemKind::Fn) names.push_back(item->name.name);
+            }
+            if (std::find(names.begin(), names.end(), options.explain_fn) == names.end()) {
+                auto& d = diags.emit(DiagCode::E0201, {},
+                                     fmt::format("`--fn {}`: `{}` has no function `{}`", options.explain_fn, path,
+                                                 options.explain_fn));
+                if (auto best = sema::closest_name(options.explain_fn, names)) d.note(fmt::format("did you mean `{}`?", *best));
+                continue;
+            }
         }
         if (options.explain_format == "json") {
             sema::explain_json(std::cout, sources, gir, options.explain_fn);

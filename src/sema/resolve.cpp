@@ -1083,6 +1083,11 @@ void check_recursion(const Program& program, const CallGraph& calls, DiagnosticE
 
 }  // namespace
 
+std::optional<std::string_view> closest_name(std::string_view name,
+                                             const std::vector<std::string_view>& candidates) {
+    return closest(name, candidates);
+}
+
 void resolve_program(const SourceManager& sources, const Program& program,
                      DiagnosticEngine& diags) {
     CallGraph calls;

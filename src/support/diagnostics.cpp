@@ -138,7 +138,34 @@ std::vector<Diagnostic> DiagnosticEngine::sorted() const {
         if (a.span.file != b.span.file) return a.span.file < b.span.file;
         return a.span.begin < b.span.begin;
     });
-    return result;
+    // The same diagnostic reported twice (one type checked in two places, e.g. a struct
+    // field's type in each function that uses the struct) is shown once.
+    auto same_span = [](Span a, Span b) { return a.file == b.file && a.begin == b.begin && a.end == b.end; };
+    auto same = [&](const Diagnostic& a, const Diagnostic& b) {
+        if (a.code != b.code || a.severity != b.severity || !same_span(a.span, b.span) || a.message != b.message ||
+            a.notes.size() != b.notes.size())
+            return false;
+        for (size_t i = 0; i < a.notes.size(); ++i) {
+            if (!same_span(a.notes[i].span, b.notes[i].span) || a.notes[i].message != b.notes[i].message) return false;
+        }
+        return true;
+    };
+    std::vector<Diagnostic> unique;
+    unique.reserve(result.size());
+    for (Diagnostic& d : result) {
+        bool seen = false;
+        // Equal diagnostics have equal positions, so they are neighbours after the sort
+        // (up to others at the same position).
+        for (size_t i = unique.size(); i-- > 0 && unique[i].span.file == d.span.file &&
+                                       unique[i].span.begin == d.span.begin;) {
+            if (same(unique[i], d)) {
+                seen = true;
+                break;
+            }
+        }
+        if (!seen) unique.push_back(std::move(d));
+    }
+    return unique;
 }
 
 void render_human(std::ostream& out, const SourceManager& sources,
