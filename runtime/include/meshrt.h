@@ -45,6 +45,11 @@ typedef struct meshrt_mesh_desc {
     const int64_t* axis_sizes;
 } meshrt_mesh_desc;
 
+/* The most devices a program may run on (ndevices): meshrt_main refuses more with a
+ * message and status 1, since the simulated mesh starts a thread for each device and the
+ * runtime keeps tables per device. meshc build refuses such a program (E0707). */
+#define MESHRT_MAX_DEVICES 65536
+
 typedef struct meshrt_program {
     const char* name;                 /* the source file's stem, for --help and messages */
     int32_t nmeshes;
@@ -220,7 +225,8 @@ typedef struct meshrt_print_arg {
  * true/false; a tensor of at most 64 elements as nested lists "[[1, 2], [3, 4]]", a
  * larger one as "<f32[1024, 1024] sum=... min=... max=...>" (sum, min and max formatted
  * like the elements; i64 printed exactly; a bool tensor's sum counts the trues). Every
- * device calls it; "{}" count and nargs must agree. */
+ * device calls it; "{}" count and nargs must agree. "{{" and "}}" print one brace (the
+ * compiler doubles the braces of the program's strings, which print as they are). */
 void meshrt_print(meshrt_device* dev, const char* format, int32_t nargs, const meshrt_print_arg* args);
 
 /* ------------------------------------------------------------------ tracing */

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -166,20 +167,18 @@ void run_device(meshrt_device* dev, void (*entry)(meshrt_device*)) {
         meshrt_trace_end(dev);
 }
 
-} // namespace
-} // namespace meshrt
-
-extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program) {
-    using namespace meshrt;
-    if (!program || !program->entry) {
-        std::fprintf(stderr, "error: meshrt_main: no program to run\n");
-        return 1;
-    }
+int run_main(int argc, char** argv, const meshrt_program* program, const std::string& program_name) {
     Runtime rt;
     rt.program = program;
-    rt.program_name = program->name && *program->name ? program->name
-                      : argc > 0 && argv && argv[0]   ? argv[0]
-                                                      : "program";
+    rt.program_name = program_name;
+    if (program->ndevices > MESHRT_MAX_DEVICES) {
+        std::fprintf(stderr,
+                     "error: %s runs on %lld devices; a program runs on at most %d (rebuild it "
+                     "for fewer: meshc build --mesh NAME=axis:size,...)\n",
+                     rt.program_name.c_str(), static_cast<long long>(program->ndevices),
+                     MESHRT_MAX_DEVICES);
+        return 1;
+    }
     std::string error;
     if (!rt.topology.init(*program, &error)) {
         std::fprintf(stderr, "error: %s: invalid program description: %s\n",
@@ -288,6 +287,28 @@ extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program)
     }
     std::fflush(stdout);
     return status; // ~Runtime frees the groups, then the handler (MPI_Finalize)
+}
+
+} // namespace
+} // namespace meshrt
+
+extern "C" int meshrt_main(int argc, char** argv, const meshrt_program* program) {
+    if (!program || !program->entry) {
+        std::fprintf(stderr, "error: meshrt_main: no program to run\n");
+        return 1;
+    }
+    std::string name = program->name && *program->name ? program->name
+                       : argc > 0 && argv && argv[0]   ? argv[0]
+                                                       : "program";
+    // Start-up allocates per device (tables, threads): running out of memory there is
+    // an error message and status 1, never an uncaught std::bad_alloc (an abort).
+    try {
+        return meshrt::run_main(argc, argv, program, name);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "error: %s: out of memory while starting its %lld devices\n", name.c_str(),
+                     static_cast<long long>(program->ndevices));
+        return 1;
+    }
 }
 
 extern "C" int64_t meshrt_device_index(meshrt_device* dev) {

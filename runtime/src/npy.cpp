@@ -400,7 +400,9 @@ extern "C" void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
     if (!p.member)
         return;
     Fd f;
-    f.fd = open(path ? path : "", O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO without a writer would wait for one forever; it (like
+    // a device) is refused below. On a regular file O_NONBLOCK changes nothing.
+    f.fd = open(path ? path : "", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f.fd < 0)
         fail(dev, what + ": cannot open: " + std::strerror(errno));
     struct stat st;

@@ -1,5 +1,6 @@
 // meshrt_print: one line on stdout from device 0, every "{}" of the format replaced by the
-// next argument's global value (assembled from the devices' pieces, layout.h).
+// next argument's global value (assembled from the devices' pieces, layout.h); "{{" and
+// "}}" are a literal brace.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -152,7 +153,10 @@ extern "C" void meshrt_print(meshrt_device* dev, const char* format, int32_t nar
     std::string line;
     int32_t next = 0;
     for (const char* p = format; *p; ++p) {
-        if (p[0] == '{' && p[1] == '}') {
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            line += *p; // "{{" and "}}": a brace of the program's own text
+            ++p;
+        } else if (p[0] == '{' && p[1] == '}') {
             if (next == nargs)
                 fail(dev, std::string("print: \"") + format + "\" has more {} than the " +
                               std::to_string(nargs) + " arguments");

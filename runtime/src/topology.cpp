@@ -23,6 +23,7 @@ bool Topology::init(const meshrt_program& program, std::string* error) {
             *error = "mesh " + info.name + ": bad axis table";
             return false;
         }
+        bool too_big = false;
         for (int32_t a = 0; a < d.naxes; ++a) {
             info.axis_names.push_back(d.axis_names[a] ? d.axis_names[a] : std::to_string(a));
             if (d.axis_sizes[a] < 1) {
@@ -31,11 +32,13 @@ bool Topology::init(const meshrt_program& program, std::string* error) {
                 return false;
             }
             info.axis_sizes.push_back(d.axis_sizes[a]);
-            info.size *= d.axis_sizes[a];
-            if (info.size > ndevices_)
+            if (__builtin_mul_overflow(info.size, d.axis_sizes[a], &info.size) ||
+                info.size > ndevices_) {
+                too_big = true;
                 break;
+            }
         }
-        if (info.size > ndevices_) {
+        if (too_big) {
             *error = "mesh " + info.name + " needs more devices than the program's " +
                      std::to_string(ndevices_);
             return false;

@@ -85,6 +85,31 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(err.empty());
 }
 
+TEST_CASE("a program on more devices than the runtime starts is refused", "[startup]") {
+    // 2^40 devices: the per-device tables alone would not fit in memory (it used to end
+    // in an uncaught std::bad_alloc). Refused before anything is allocated, status 1.
+    auto run = [](std::vector<MeshSpec> meshes, std::vector<std::string> args) {
+        return run_in_child([&] {
+            TestProgram prog(std::move(meshes), "huge");
+            bool ran = false;
+            int status = prog.run([&](meshrt_device*) { ran = true; }, args);
+            std::fflush(stdout);
+            _exit(ran ? 3 : status);
+        });
+    };
+    ChildResult r = run({{"Pod", {"data", "model"}, {int64_t{1} << 20, int64_t{1} << 20}}}, {});
+    CHECK(r.exit_status == 1);
+    CHECK(r.err == "error: huge runs on 1099511627776 devices; a program runs on at most 65536 "
+                   "(rebuild it for fewer: meshc build --mesh NAME=axis:size,...)\n");
+    r = run({{"Pod", {"x"}, {MESHRT_MAX_DEVICES + 1}}}, {"--help"});
+    CHECK(r.exit_status == 1);
+    CHECK_THAT(r.err, Catch::Contains("runs on 65537 devices; a program runs on at most 65536"));
+    // At the limit the program starts (here only as far as --help).
+    r = run({{"Pod", {"x"}, {MESHRT_MAX_DEVICES}}}, {"--help"});
+    CHECK(r.exit_status == 0);
+    CHECK_THAT(r.out, Catch::Contains("Pod: 65536 devices (x=65536)"));
+}
+
 TEST_CASE("when every device fails one message is printed", "[startup]") {
     TempDir dir;
     const std::string tmp = dir.path("partial.tmp");

@@ -1,15 +1,18 @@
 // meshc: the command-line driver. Parses flags (CLI11), runs the pipeline as one
 // straight-line function per sub-command, renders the diagnostics bundle once.
 // Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <tuple>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -87,10 +90,10 @@ void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFo
         std::cerr << fmt::format("meshc: {} more diagnostic{} not shown (--max-errors=0 shows all)\n",
                                  hidden, hidden == 1 ? "" : "s");
     }
-    if (diags.error_count() > 0) {
-        std::cerr << fmt::format("meshc: {} error{} found\n", diags.error_count(),
-                                 diags.error_count() == 1 ? "" : "s");
-    }
+    // Of the diagnostics shown and not (sorted() drops repeats of one diagnostic).
+    size_t errors = static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; }));
+    if (errors > 0) std::cerr << fmt::format("meshc: {} error{} found\n", errors, errors == 1 ? "" : "s");
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -175,20 +178,69 @@ bool make_dirs(const std::string& dir) {
     return true;
 }
 
+/// The most devices a program may run on (its largest mesh): the runtime's
+/// MESHRT_MAX_DEVICES (runtime/include/meshrt.h), which refuses more at start-up; the
+/// simulated mesh starts a thread per device. `meshc build` reports E0707 beyond it.
+constexpr int64_t kMaxDevices = 65536;
+
 /// The executable `meshc run` built (or found in its cache).
 std::string built_executable;
 
 /// FNV-1a: the cache key of a `meshc run` build (the sources and every option that
 /// changes the executable).
-uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
+uint64_t fnv1a(std::string_view text, uint64_t h = 1469598103934665603ull) {
     for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
     return h;
+}
+
+/// What `meshc run` records of an executable it cached, in `EXE.sum` beside it: the
+/// size and FNV-1a hash of its bytes ("" when it cannot be read). An entry is reused only
+/// when the record matches, so a damaged executable (truncated, overwritten, a disk
+/// error) is rebuilt rather than run.
+std::string file_digest(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "";
+    uint64_t h = 1469598103934665603ull;
+    uint64_t size = 0;
+    char chunk[1 << 16];
+    while (in) {
+        in.read(chunk, sizeof chunk);
+        auto n = static_cast<size_t>(in.gcount());
+        h = fnv1a(std::string_view(chunk, n), h);
+        size += n;
+    }
+    if (in.bad()) return "";
+    return fmt::format("{} {:016x}\n", size, h);
+}
+
+bool cached_executable_ok(const std::string& exe) {
+    if (access(exe.c_str(), X_OK) != 0) return false;
+    std::ifstream in(exe + ".sum", std::ios::binary);
+    std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return !recorded.empty() && recorded == file_digest(exe);
 }
 
 // `meshc build` / `meshc run` after the checker: GIR -> local IR -> LLVM -> object ->
 // executable (or the requested --emit form on stdout).
 int build_program(const CheckOptions& options, const SourceManager& sources, DiagnosticEngine& diags,
-                  const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+                  const sema::Program& program, const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+    // The executable starts every device of its largest mesh (the simulated mesh: a
+    // thread each), and the runtime refuses more than it can start (docs/running.md).
+    bool too_many = false;
+    for (const auto& module : program.modules) {
+        for (const ast::Item* item : module->items) {
+            if (item->kind != ast::ItemKind::Mesh) continue;
+            int64_t devices = sema::mesh_from_item(*item).device_count();
+            if (devices <= kMaxDevices) continue;
+            too_many = true;
+            diags.emit(DiagCode::E0707, item->span,
+                       fmt::format("mesh `{}` has {} devices; a program runs on at most {}", item->name.name, devices,
+                                   kMaxDevices))
+                .note("the simulated mesh starts a thread for each device; rebind the mesh to fewer devices "
+                      "with `--mesh NAME=axis:size,...`");
+        }
+    }
+    if (too_many) return 1;
     for (const ir::Function& fn : gir.functions) {
         if (fn.name != "main" || !fn.instance.empty() || (fn.params.empty() && fn.results.empty())) continue;
         diags.emit(DiagCode::E0702, fn.span,
@@ -253,7 +305,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         }
         output = fmt::format("{}/{}-{:016x}", dir, cg.program_name, fnv1a(key));
         built_executable = output;
-        if (access(output.c_str(), X_OK) == 0) return 0;  // built before
+        if (cached_executable_ok(output)) return 0;  // built before
     }
     if (output.empty()) output = options.emit == "obj" ? cg.program_name + ".o" : cg.program_name;
     // Never write the executable over a source file (`-o model.msh`).
@@ -296,6 +348,14 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         std::remove(partial.c_str());
         diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, std::strerror(errno)));
         return 1;
+    }
+    if (options.run) {
+        // The record that makes the entry reusable, written last (and renamed into place):
+        // an entry without it is built again.
+        std::string sum = output + ".sum", sum_partial = sum + fmt::format(".{}.tmp", getpid());
+        std::string digest = file_digest(output);
+        std::ofstream(sum_partial, std::ios::binary) << digest;
+        if (digest.empty() || std::rename(sum_partial.c_str(), sum.c_str()) != 0) std::remove(sum_partial.c_str());
     }
     return 0;
 }
@@ -359,12 +419,28 @@ int run_check(const CheckOptions& options) {
         }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
         if (options.build) {
-            int status = build_program(options, sources, diags, gir, path, timer);
+            int status = build_program(options, sources, diags, program, gir, path, timer);
             if (status != 0 || diags.has_errors()) {
                 render(sources, diags, options.error_format, options.max_errors);
                 return status != 0 ? status : 1;
             }
             continue;
+        }
+        if (!options.explain_format.empty() && !options.explain_fn.empty()) {
+            // `--fn NAME` names a function of the program (a generic one without
+            // instances shows nothing, like a program without calls of it).
+            std::vector<std::string_view> names;
+            for (const ir::Function& fn : gir.functions) names.push_back(fn.name);
+            for (const ast::Item* item : program.modules.front()->items) {
+                if (item->kind == ast::ItemKind::Fn) names.push_back(item->name.name);
+            }
+            if (std::find(names.begin(), names.end(), options.explain_fn) == names.end()) {
+                auto& d = diags.emit(DiagCode::E0201, {},
+                                     fmt::format("`--fn {}`: `{}` has no function `{}`", options.explain_fn, path,
+                                                 options.explain_fn));
+                if (auto best = sema::closest_name(options.explain_fn, names)) d.note(fmt::format("did you mean `{}`?", *best));
+                continue;
+            }
         }
         if (options.explain_format == "json") {
             sema::explain_json(std::cout, sources, gir, options.explain_fn);

@@ -532,9 +532,9 @@ ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::strin
     // Every size, byte count and index of a tensor must fit 64 bits with room to spare.
     uint64_t bytes = ir::dtype_bytes(type.dtype);
     for (int64_t d : type.shape) {
-        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62)) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes >= (uint64_t{1} << 62)) {
             fail(DiagCode::E0312, op.span,
-                 fmt::format("a tensor of shape {} and element type {} is too large (more than 2^62 bytes)", shape_string(type.shape),
+                 fmt::format("a tensor of shape {} and element type {} is too large (2^62 bytes or more)", shape_string(type.shape),
                              dtype_name(type.dtype)));
         }
     }
@@ -3265,7 +3265,10 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         }
         for (size_t i = first; i < pos.size(); ++i) {
             if (pos[i]->kind == ExprKind::StringLit) {
-                text += (text.empty() ? "" : " ") + pos[i]->string_value;
+                text += text.empty() ? "" : " ";
+                // A string prints as it is: its braces are doubled in print's format,
+                // where `{}` stands for a value (runtime/include/meshrt.h).
+                for (char c : pos[i]->string_value) text += b == Builtin::print && (c == '{' || c == '}') ? std::string(2, c) : std::string(1, c);
                 continue;
             }
             ValueId v = lower_expr(*pos[i]);

@@ -1,11 +1,11 @@
 // Program loading and import lookup; see loader.h.
 #include "sema/loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -30,6 +30,8 @@ FileId read_source_file(SourceManager& sources, DiagnosticEngine& diags, const s
                    fmt::format("cannot read `{}`: {}", path, std::strerror(errno)));
         return kNoFile;
     }
+    // The size of a regular file is known before reading; a pipe, a device (/dev/zero) or
+    // a FIFO is read up to one byte past the limit, which is then the error.
     uintmax_t size = fs::file_size(path, ec);
     if (!ec && size > syntax::kMaxSourceBytes) {
         diags.emit(DiagCode::E0111, requested_at,
@@ -37,13 +39,24 @@ FileId read_source_file(SourceManager& sources, DiagnosticEngine& diags, const s
                                size, syntax::kMaxSourceBytes));
         return kNoFile;
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
+    std::string text;
+    char chunk[1 << 16];
+    while (text.size() <= syntax::kMaxSourceBytes && in) {
+        size_t want = std::min(sizeof chunk, syntax::kMaxSourceBytes + 1 - text.size());
+        in.read(chunk, static_cast<std::streamsize>(want));
+        text.append(chunk, static_cast<size_t>(in.gcount()));
+    }
     if (in.bad()) {
         diags.emit(DiagCode::E0701, requested_at, fmt::format("cannot read `{}`", path));
         return kNoFile;
     }
-    return sources.add_file(path, buffer.str());
+    if (text.size() > syntax::kMaxSourceBytes) {
+        diags.emit(DiagCode::E0111, requested_at,
+                   fmt::format("`{}` is more than {} bytes, the limit for a source file", path,
+                               syntax::kMaxSourceBytes));
+        return kNoFile;
+    }
+    return sources.add_file(path, std::move(text));
 }
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/layout.h"
 #include "sema/builtins.h"
 
 namespace meshc::sema {
@@ -39,30 +40,47 @@ std::string_view global_kind_name(GlobalKind k) {
 
 // Edit distance where swapping two adjacent characters is one edit, like inserting,
 // deleting or replacing one (optimal string alignment): `valeu` is one edit from `value`.
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> before(b.size() + 1), prev(b.size() + 1), row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+// Bounded: any distance above `limit` is reported as `limit + 1`, computed only on the
+// band of cells within `limit` of the diagonal and given up as soon as a whole row is
+// past the limit, so a comparison costs O(min(|a|, |b|) * limit), not O(|a| * |b|).
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
+    const size_t over = limit + 1;
+    if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return over;
+    std::vector<size_t> before(b.size() + 1, over), prev(b.size() + 1, over), row(b.size() + 1, over);
+    for (size_t j = 0; j <= std::min(b.size(), limit); ++j) prev[j] = j;
     for (size_t i = 1; i <= a.size(); ++i) {
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-                row[j] = std::min(row[j], before[j - 2] + 1);
-            }
+        size_t lo = i > limit ? i - limit : 1;
+        size_t hi = std::min(b.size(), i + limit);
+        // Cells next to the band read as past the limit (the rest are never read).
+        row[0] = i <= limit ? i : over;
+        row[lo - 1] = lo > 1 ? over : row[0];
+        if (hi < b.size()) row[hi + 1] = over;
+        size_t row_min = row[0];
+        for (size_t j = lo; j <= hi; ++j) {
+            size_t d = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d = std::min(d, before[j - 2] + 1);
+            row[j] = std::min(d, over);
+            row_min = std::min(row_min, row[j]);
         }
+        if (row_min > limit) return over;
         before.swap(prev);
         prev.swap(row);
     }
-    return prev[b.size()];
+    return std::min(prev[b.size()], over);
 }
+
+// Names longer than this get no suggestion: nobody misspells a 200-character name, and
+// the comparisons stay cheap whatever the input.
+constexpr size_t kMaxSuggestedNameLength = 128;
 
 // Best match for `name` among `candidates`, if close enough to suggest.
 std::optional<std::string_view> closest(std::string_view name,
                                         const std::vector<std::string_view>& candidates) {
+    if (name.size() > kMaxSuggestedNameLength) return std::nullopt;
     std::optional<std::string_view> best;
     size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
     for (std::string_view c : candidates) {
-        size_t d = edit_distance(name, c);
+        size_t d = edit_distance(name, c, best_distance - 1);
         if (d < best_distance && d < name.size() && d < c.size()) {
             best_distance = d;
             best = c;
@@ -179,8 +197,24 @@ private:
     }
 
     void check_mesh(const Item& mesh) {
+        if (mesh.axes.size() > ir::kMaxMeshAxes) {
+            const MeshAxisDecl& extra = mesh.axes[ir::kMaxMeshAxes];
+            diags_.emit(DiagCode::E0302, extra.span.to(mesh.axes.back().span),
+                        fmt::format("mesh `{}` has {} axes; a mesh has at most {}", mesh.name.name,
+                                    mesh.axes.size(), ir::kMaxMeshAxes))
+                .note("merge axes that are always used together into one");
+        }
         std::map<std::string_view, Span> axes;
+        int64_t devices = 1;
+        bool overflowed = false;
         for (const MeshAxisDecl& axis : mesh.axes) {
+            if (!overflowed && axis.size >= 1 && __builtin_mul_overflow(devices, axis.size, &devices)) {
+                overflowed = true;
+                diags_.emit(DiagCode::E0302, axis.size_span,
+                            fmt::format("mesh `{}` has more devices than fit in 64 bits (more than 2^63 - 1): "
+                                        "the product of its axis sizes overflows at axis `{}` of size {}",
+                                        mesh.name.name, axis.name.name, axis.size));
+            }
             auto [it, inserted] = axes.emplace(axis.name.name, axis.name.span);
             if (!inserted) {
                 diags_.emit(DiagCode::E0204, axis.name.span,
@@ -1048,6 +1082,11 @@ void check_recursion(const Program& program, const CallGraph& calls, DiagnosticE
 }
 
 }  // namespace
+
+std::optional<std::string_view> closest_name(std::string_view name,
+                                             const std::vector<std::string_view>& candidates) {
+    return closest(name, candidates);
+}
 
 void resolve_program(const SourceManager& sources, const Program& program,
                      DiagnosticEngine& diags) {

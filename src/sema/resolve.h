@@ -5,6 +5,10 @@
 // (issue 3) runs only on programs that resolve cleanly.
 #pragma once
 
+#include <optional>
+#include <string_view>
+#include <vector>
+
 #include "sema/loader.h"
 #include "support/diagnostics.h"
 
@@ -12,5 +16,11 @@ namespace meshc::sema {
 
 void resolve_program(const SourceManager& sources, const Program& program,
                      DiagnosticEngine& diags);
+
+/// The candidate closest to `name` (edit distance, a swap of two letters counting as
+/// one edit) when it is close enough to suggest as "did you mean", as name resolution
+/// does for unknown names.
+std::optional<std::string_view> closest_name(std::string_view name,
+                                             const std::vector<std::string_view>& candidates);
 
 }  // namespace meshc::sema

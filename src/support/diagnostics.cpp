@@ -41,20 +41,46 @@ std::string expand_tabs(std::string_view line, uint32_t upto, uint32_t* visual_c
     return out;
 }
 
+// A source line longer than this many bytes is shown as a window of this width around
+// the start of the span, `...` marking what is cut off on either side: a diagnostic's
+// output stays small however long the line (a minified file, a file of NUL bytes).
+constexpr uint32_t kMaxSnippetBytes = 120;
+// How much of the line before the span such a window shows.
+constexpr uint32_t kSnippetContextBefore = 40;
+
 void render_snippet(std::ostream& out, const SourceManager& sources, Span span) {
     LineCol start = sources.line_col(span.file, span.begin);
     LineCol stop = sources.line_col(span.file, span.end);
     std::string_view line = sources.line_text(span.file, start.line);
+    uint32_t begin = start.col - 1;
+    // Underline to the end of the span, or to the end of the line for multi-line spans.
+    uint32_t end = stop.line == start.line ? stop.col - 1 : static_cast<uint32_t>(line.size());
+    std::string_view before_marker, after_marker;
+    if (line.size() > kMaxSnippetBytes) {
+        auto size = static_cast<uint32_t>(line.size());
+        uint32_t lo = begin > kSnippetContextBefore ? begin - kSnippetContextBefore : 0;
+        uint32_t hi = std::min(size, lo + kMaxSnippetBytes);
+        if (hi - lo < kMaxSnippetBytes) lo = hi > kMaxSnippetBytes ? hi - kMaxSnippetBytes : 0;
+        lo = std::min(lo, begin);
+        // Do not cut a UTF-8 sequence in two.
+        auto continuation = [&](uint32_t i) { return i < size && (static_cast<unsigned char>(line[i]) & 0xC0) == 0x80; };
+        while (lo < begin && continuation(lo)) ++lo;
+        while (hi > lo && hi > begin && continuation(hi)) --hi;
+        if (lo > 0) before_marker = "...";
+        if (hi < size) after_marker = "...";
+        line = line.substr(lo, hi - lo);
+        begin -= lo;
+        end = std::min(end, hi) - lo;
+    }
     uint32_t caret_begin = 0;
     uint32_t caret_end = 0;
-    std::string shown = expand_tabs(line, start.col - 1, &caret_begin);
-    // Underline to the end of the span, or to the end of the line for multi-line spans.
-    uint32_t end_col = stop.line == start.line ? stop.col - 1 : static_cast<uint32_t>(line.size());
-    expand_tabs(line, end_col, &caret_end);
+    std::string shown = expand_tabs(line, begin, &caret_begin);
+    expand_tabs(line, end, &caret_end);
     uint32_t width = caret_end > caret_begin ? caret_end - caret_begin : 1;
+    caret_begin += static_cast<uint32_t>(before_marker.size());
     std::string number = std::to_string(start.line);
     std::string gutter(number.size(), ' ');
-    out << fmt::format(" {} | {}\n", number, shown);
+    out << fmt::format(" {} | {}{}{}\n", number, before_marker, shown, after_marker);
     out << fmt::format(" {} | {}^{}\n", gutter, std::string(caret_begin, ' '),
                        std::string(width - 1, '~'));
 }
@@ -112,7 +138,34 @@ std::vector<Diagnostic> DiagnosticEngine::sorted() const {
         if (a.span.file != b.span.file) return a.span.file < b.span.file;
         return a.span.begin < b.span.begin;
     });
-    return result;
+    // The same diagnostic reported twice (one type checked in two places, e.g. a struct
+    // field's type in each function that uses the struct) is shown once.
+    auto same_span = [](Span a, Span b) { return a.file == b.file && a.begin == b.begin && a.end == b.end; };
+    auto same = [&](const Diagnostic& a, const Diagnostic& b) {
+        if (a.code != b.code || a.severity != b.severity || !same_span(a.span, b.span) || a.message != b.message ||
+            a.notes.size() != b.notes.size())
+            return false;
+        for (size_t i = 0; i < a.notes.size(); ++i) {
+            if (!same_span(a.notes[i].span, b.notes[i].span) || a.notes[i].message != b.notes[i].message) return false;
+        }
+        return true;
+    };
+    std::vector<Diagnostic> unique;
+    unique.reserve(result.size());
+    for (Diagnostic& d : result) {
+        bool seen = false;
+        // Equal diagnostics have equal positions, so they are neighbours after the sort
+        // (up to others at the same position).
+        for (size_t i = unique.size(); i-- > 0 && unique[i].span.file == d.span.file &&
+                                       unique[i].span.begin == d.span.begin;) {
+            if (same(unique[i], d)) {
+                seen = true;
+                break;
+            }
+        }
+        if (!seen) unique.push_back(std::move(d));
+    }
+    return unique;
 }
 
 void render_human(std::ostream& out, const SourceManager& sources,
