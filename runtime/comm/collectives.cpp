@@ -104,7 +104,8 @@ void meshrt_all_gather(meshrt_device* dev, int32_t mesh, int32_t naxes, const in
     auto shape = check_shape(dev, "all_gather", rank, in_shape);
     check_dim(dev, "all_gather", dim, rank);
     Call c = begin(dev, "all_gather", mesh, naxes, axes);
-    trace_args(scope, c, num_elements(shape) * int64_t(elem));
+    // b of the cost model: the unsplit side, here the gathered output.
+    trace_args(scope, c, num_elements(shape) * int64_t(elem) * c.member.group->size());
     if (num_elements(shape) == 0)
         return;
     c.rt->comm->all_gather(dev, *c.member.group, c.member.rank, dtype, in, out, shape, dim);
