@@ -117,6 +117,9 @@ struct Function {
     /// Made by autodiff from the function of the same name: "grad" or "value_and_grad"
     /// (empty for a function written in the source).
     std::string derived;
+    /// `@checkpoint`: when differentiated through, its forward pass is run again in the
+    /// backward pass instead of keeping its values (transform/autodiff.cpp).
+    bool checkpoint = false;
 
     ValueId add_value(TensorType type, std::string name = {}) {
         types.push_back(std::move(type));

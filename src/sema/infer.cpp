@@ -518,6 +518,7 @@ FunctionBuilder::FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& 
       ops_(&f.ops) {
     for (const Attribute& a : item.attrs) {
         if (a.name.name == "explicit_comm") explicit_comm_ = true;
+        if (a.name.name == "checkpoint") f.checkpoint = true;
     }
 }
 

@@ -175,13 +175,13 @@ private:
 
     void check_attributes(const Item& item) {
         for (const Attribute& a : item.attrs) {
-            if (a.name.name != "explicit_comm") {
+            if (a.name.name != "explicit_comm" && a.name.name != "checkpoint") {
                 diags_.emit(DiagCode::E0211, a.span,
                             fmt::format("unknown attribute `@{}`", a.name.name))
-                    .note("the attributes are: `@explicit_comm` (on functions)");
+                    .note("the attributes are: `@explicit_comm` and `@checkpoint` (on functions)");
             } else if (item.kind != ItemKind::Fn) {
                 diags_.emit(DiagCode::E0211, a.span,
-                            "`@explicit_comm` applies only to functions");
+                            fmt::format("`@{}` applies only to functions", a.name.name));
             }
         }
     }

@@ -132,6 +132,7 @@ public:
         }
         // 1. Forward, flattened.
         std::vector<Op> forward;
+        top_ = &forward;
         flatten(c, c.ops, map, forward);
         MESHC_ASSERT(c.results.size() == 1, "a differentiated function returns one scalar");
         ValueId loss = lookup(map, c.results[0]);
@@ -147,7 +148,7 @@ public:
         reason_ = "the seed of the backward pass";
         if (active_.count(loss)) {
             add_ct(loss, constant(1.0, type(loss).dtype));
-            backward(forward);
+            backward_top(forward);
         }
         // 4. Gradients in their parameters' types.
         std::vector<ValueId> results;
@@ -205,7 +206,16 @@ private:
                 const Function& callee = m_.functions[static_cast<size_t>(op.callee)];
                 Map inner;
                 for (size_t i = 0; i < callee.params.size(); ++i) inner[callee.params[i]] = lookup(map, op.operands[i]);
+                // A @checkpoint callee at the top level is a segment the backward pass runs
+                // again (the outermost one where they nest).
+                bool segment = callee.checkpoint && &out == top_ && !in_segment_;
+                size_t begin = out.size();
+                if (segment) in_segment_ = true;
                 flatten(callee, callee.ops, inner, out);
+                if (segment) {
+                    in_segment_ = false;
+                    if (out.size() > begin) segments_[out.size() - 1] = begin;
+                }
                 for (size_t i = 0; i < callee.results.size(); ++i) map[op.results[i]] = lookup(inner, callee.results[i]);
                 break;
             }
@@ -606,6 +616,43 @@ private:
             return fmt::format("backward of {}:{} {}", lc.line, lc.col, text);
         }
         return fmt::format("backward of {}", op_name(op.kind));
+    }
+
+    /// The top-level ops in reverse; a @checkpoint segment is recomputed first, and its
+    /// adjoints read the recomputed values (so the forward pass's ones die early).
+    void backward_top(const std::vector<Op>& ops) {
+        for (size_t k = ops.size(); k-- > 0;) {
+            auto seg = segments_.find(k);
+            if (seg == segments_.end()) {
+                span_ = ops[k].span;
+                reason_ = describe(ops[k]);
+                adjoint(ops[k]);
+                continue;
+            }
+            size_t begin = seg->second;
+            std::vector<Op> part(ops.begin() + static_cast<std::ptrdiff_t>(begin), ops.begin() + static_cast<std::ptrdiff_t>(k + 1));
+            k = begin;
+            bool seeded = false;
+            for (const Op& op : part) {
+                for (ValueId r : op.results) seeded = seeded || ct_.count(r);
+            }
+            if (!seeded) continue;
+            Map map;
+            std::vector<Op> again = recompute(part, map);
+            for (Op& op : again) {
+                op.backward = true;
+                if (op.inserted) op.reason += " (recomputed: @checkpoint)";
+                cur_->push_back(op);
+            }
+            for (const auto& [orig, fresh] : map) {
+                auto c = ct_.find(orig);
+                if (c == ct_.end()) continue;
+                ValueId g = c->second;
+                ct_.erase(c);
+                add_ct(fresh, g);
+            }
+            backward(again);
+        }
     }
 
     void backward(const std::vector<Op>& ops) {
@@ -1142,6 +1189,9 @@ private:
     Span span_;
     std::string reason_;
     std::vector<Op>* cur_ = nullptr;
+    const std::vector<Op>* top_ = nullptr;         // the flattened forward pass
+    bool in_segment_ = false;
+    std::map<size_t, size_t> segments_;             // @checkpoint: last op -> first op
     size_t op_count_ = 0;
     std::unordered_map<ValueId, double> constants_;
     std::unordered_map<ValueId, ValueId> max_done_;  // pending max -> its all_reduce(max)

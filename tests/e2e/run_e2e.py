@@ -74,7 +74,7 @@ from e2e_lib import Expect  # noqa: E402
 
 # Programs that use grad / value_and_grad (an "autodiff is not supported by the back
 # end" build failure is a SKIP only with --allow-unsupported-autodiff).
-AUTODIFF_TESTS = ["autodiff_grad", "autodiff_value_and_grad", "autodiff_collectives", "autodiff_loops", "autodiff_tp_loop",
+AUTODIFF_TESTS = ["checkpoint", "autodiff_grad", "autodiff_value_and_grad", "autodiff_collectives", "autodiff_loops", "autodiff_tp_loop",
                   "reduce_large", "autodiff"]
 
 DEFAULT_TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2)}
