@@ -517,9 +517,7 @@ private:
                                                   s.kind == OpKind::ReduceScatter ? "a" : "an", op_name(s.kind),
                                                   mesh.axis_names(s.axes), step_bytes(s, t, mesh)));
                 d.note(fmt::format("why: {}", reason_));
-                d.note("--strict-comm forbids inserted communication, in the backward pass too; annotate the "
-                       "forward values so that their cotangents need none, or make the conversion explicit in the "
-                       "forward pass (its transpose then needs none)",
+                d.note("--strict-comm forbids inserted communication, in the backward pass of this call too",
                        call_span_);
             }
             t.layout = s.result;
