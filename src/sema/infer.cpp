@@ -3624,7 +3624,14 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (b == Builtin::reduce_scatter) {
             if ((t.layout.partial & axes) != axes) fail(DiagCode::E0407, call.span, fmt::format("`reduce_scatter` over ({}) of a value that is not partial over it: {}", mesh.axis_names(axes), type_str(t)));
             l.partial &= ~axes;
-            for (uint8_t a : group) l.dims[d].push_back(a);
+            // The dim gains the axes in the order `over:` names them (major first).
+            std::vector<const Expr*> written;
+            if (over->kind == ExprKind::Tuple) {
+                for (const Expr* a : over->elements) written.push_back(a);
+            } else {
+                written.push_back(over);
+            }
+            for (const Expr* a : written) l.dims[d].push_back(static_cast<uint8_t>(*mesh.axis_index(a->name.name)));
             if (t.shape[d] % l.split_factor(mesh, d) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d, t.shape[d], l.split_factor(mesh, d)));
             ValueId v = collective(ir::OpKind::ReduceScatter, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
             return v;
@@ -3634,6 +3641,8 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
                  fmt::format("`{}` over ({}) needs dim {} split over ({}) as its minor-most axes: {}", builtin_info(b).name,
                              mesh.axis_names(axes), d, mesh.axis_names(axes), type_str(t)));
         }
+        // The axes leave dim d in the order they split it (and join the to-dim so).
+        std::vector<uint8_t> moving(t.layout.dims[d].end() - static_cast<std::ptrdiff_t>(group.size()), t.layout.dims[d].end());
         l.dims[d].resize(l.dims[d].size() - group.size());
         if (b == Builtin::all_gather) {
             return collective(ir::OpKind::AllGather, x, axes, static_cast<int32_t>(d), -1, l, call.span, "written by the user", false);
@@ -3642,7 +3651,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (!to_e) fail(DiagCode::E0309, call.span, "`all_to_all` needs `to:`");
         auto d2 = static_cast<size_t>(axis_arg(*to_e, x));
         if (d2 == d) fail(DiagCode::E0407, to_e->span, "`all_to_all` moves axes from one dim to another: `from:` and `to:` are the same dim");
-        for (uint8_t a : group) l.dims[d2].push_back(a);
+        for (uint8_t a : moving) l.dims[d2].push_back(a);
         if (t.shape[d2] % l.split_factor(mesh, d2) != 0) fail(DiagCode::E0501, call.span, fmt::format("dim {} of size {} cannot be split into {} pieces", d2, t.shape[d2], l.split_factor(mesh, d2)));
         return collective(ir::OpKind::AllToAll, x, axes, static_cast<int32_t>(d), static_cast<int32_t>(d2), l, call.span, "written by the user", false);
     }

@@ -179,7 +179,7 @@ def all_ones_flags(meshes):
 
 EXPLAIN_LINE = re.compile(
     r"^\s+(\d+):(\d+)\s+(all_reduce|all_gather|reduce_scatter|all_to_all|local_slice|make_partial)"
-    r"(?: (sum|max))? over \(([^)]*)\).*?\((written|inserted)[^)]*\)?\s*$")
+    r"(?: (sum|max))? over \(([^)]*)\).*?\((written|inserted)[^)]*\)?(?:\s+\[[^\]]*\])*\s*$")
 
 
 def explain_ops(text):
