@@ -43,8 +43,24 @@ std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& target) 
             step(OpKind::AllReduce, remove, -1, -1, next);
         }
     }
-    // 2. Pending sums the target has and the value does not: free.
+    // 2. Pending sums the target has and the value does not: free, where the axes leave
+    //    each dim they split from its minor end. An axis that splits a dim ahead of
+    //    others (`{0: (data, model)}` -> `partial {data}`) first takes the axes after it
+    //    off that dim (an all_gather), so that the remaining split is a prefix.
     if (AxisSet add = target.partial & ~cur.partial) {
+        for (size_t d = 0; d < rank; ++d) {
+            const AxisList& axes = cur.dims[d];
+            size_t p = 0;
+            while (p < axes.size() && !(add & axis_bit(axes[p]))) ++p;
+            bool suffix = true;
+            for (size_t i = p; i < axes.size(); ++i) suffix = suffix && (add & axis_bit(axes[i]));
+            if (p == axes.size() || suffix) continue;
+            AxisSet group = 0;
+            for (size_t i = p + 1; i < axes.size(); ++i) group |= axis_bit(axes[i]);
+            Layout next = cur;
+            next.dims[d].resize(p + 1);
+            step(OpKind::AllGather, group, static_cast<int32_t>(d), -1, next);
+        }
         // {d: a} -> partial {a}: the local slice placed in a zero tensor of the unsplit
         // size (free), so d loses a.
         Layout next = cur;
