@@ -2493,21 +2493,25 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
                 if (auto p = ia.find(c); p != std::string::npos) pl.want_a.dims[p].clear();
                 if (auto p = ib.find(c); p != std::string::npos) pl.want_b.dims[p].clear();
             };
-            for (auto [c, n] : size) {
-                for (uint8_t x : axes_at(c)) {
-                    auto it = owner.find(x);
-                    if (it == owner.end()) {
-                        owner[x] = c;
-                        continue;
+            // Each conflict unsplits one index (the later one, or the one holding the axis
+            // first); then the ownership is checked again from the start, so an index that
+            // takes an axis over never collides with a third one.
+            for (bool again = true; again;) {
+                again = false;
+                owner.clear();
+                for (auto [c, n] : size) {
+                    for (uint8_t x : axes_at(c)) {
+                        auto it = owner.find(x);
+                        if (it == owner.end() || it->second == c) {
+                            owner[x] = c;
+                            continue;
+                        }
+                        pl.conflict = true;
+                        clear_index(gather_later ? c : it->second);
+                        again = true;
+                        break;
                     }
-                    pl.conflict = true;
-                    char victim = gather_later ? c : it->second;
-                    clear_index(victim);
-                    for (auto o = owner.begin(); o != owner.end();) o = o->second == victim ? owner.erase(o) : std::next(o);
-                    if (victim != c) {
-                        for (uint8_t y : axes_at(c)) owner[y] = c;
-                    }
-                    break;
+                    if (again) break;
                 }
             }
             for (auto [x, c] : owner) pl.used |= sema::axis_bit(x);

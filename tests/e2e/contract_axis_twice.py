@@ -1,0 +1,15 @@
+"""Reference for contract_axis_twice.msh: plain matrix products."""
+import numpy as np
+from e2e_lib import F32
+
+
+def inputs():
+    rng = np.random.default_rng(13)
+    return {"x.npy": rng.normal(size=(4, 8)).astype(np.float32),
+            "y.npy": rng.normal(size=(8, 4)).astype(np.float32)}
+
+
+def expected(inp):
+    x = inp["x.npy"].astype(np.float64)
+    y = inp["y.npy"].astype(np.float64)
+    return {"xy.npy": F32(x @ y), "c.npy": F32(x @ y), "ab.npy": F32(x @ y), "e.npy": F32((x @ y).T)}
