@@ -448,10 +448,21 @@ public:
     }
 
     // Returns the function index of `fn` instantiated with `binding`, or -1 after errors.
+    static constexpr size_t kMaxCallDepth = 512;
+
     int32_t instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site) {
         std::string key = fmt::format("{}#{}", static_cast<const void*>(&fn), binding.key());
         if (auto it = instances_.find(key); it != instances_.end()) return it->second;
         if (active_.count(&fn)) return -1;  // recursion: reported by name resolution
+        if (active_.size() >= kMaxCallDepth) {
+            // Each level of a call chain is a level of the checker's recursion (and of
+            // autodiff's inlining): a bounded depth instead of a stack overflow.
+            diags_->emit(DiagCode::E0107, call_site,
+                         fmt::format("calls nested more than {} deep: `{}` is called at depth {}", kMaxCallDepth,
+                                     fn.name.name, active_.size() + 1))
+                .note("split the chain, or call the functions one after another from a shallower one");
+            return -1;
+        }
         auto index = static_cast<int32_t>(module_.functions.size());
         module_.functions.emplace_back();
         instances_[key] = index;
