@@ -1168,13 +1168,23 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
     }
     if (!item) fail(DiagCode::E0310, e.name.span, fmt::format("`{}` is not a struct here", e.name.name));
     std::vector<Val> values(item->fields.size());
+    // A field given as `load(...)` takes its type from the field's declaration, once the
+    // struct's generic parameters are known from the other fields or the wanted type.
+    std::vector<const Expr*> loads(item->fields.size(), nullptr);
     for (const FieldInit& f : e.fields) {
         for (size_t i = 0; i < item->fields.size(); ++i) {
-            if (item->fields[i].name.name == f.name.name) values[i] = eval(*f.value);
+            if (item->fields[i].name.name != f.name.name) continue;
+            if (is_load_call(*f.value)) {
+                loads[i] = f.value;
+            } else {
+                values[i] = eval(*f.value);
+            }
         }
     }
     Binding inner;
-    for (size_t i = 0; i < item->fields.size(); ++i) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+    for (size_t i = 0; i < item->fields.size(); ++i) {
+        if (!loads[i]) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+    }
     keep_generic_meshes(*item, inner);
     const AggType* wanted = expected_agg_ && expected_agg_->item == item && expected_agg_->binding &&
                                     key_of(expected_agg_span_) == key_of(e.span)
@@ -1186,6 +1196,9 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
             // No field says where the struct lives: the type it is wanted as does.
             if (auto it = wanted->binding->meshes.find(g.name.name); it != wanted->binding->meshes.end()) inner.meshes[g.name.name] = it->second;
         }
+        if (!is_mesh && !inner.sizes.count(g.name.name) && wanted) {
+            if (auto it = wanted->binding->sizes.find(g.name.name); it != wanted->binding->sizes.end()) inner.sizes[g.name.name] = it->second;
+        }
         if (is_mesh && !inner.meshes.count(g.name.name) && default_mesh() >= 0) {
             inner.meshes[g.name.name] = default_mesh();  // fields not placed yet
         }
@@ -1196,6 +1209,9 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
         }
     }
     AggType t = struct_type(*item, inner);
+    for (size_t i = 0; i < loads.size(); ++i) {
+        if (loads[i]) values[i] = Val::tensor(lower_load(*loads[i], t.elems[i]));
+    }
     Val v;
     v.kind = Val::Struct;
     v.fn = item;
