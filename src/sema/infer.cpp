@@ -2913,6 +2913,13 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
     keep_generic_meshes(fn, b);
+    // A mesh parameter no argument fixes (the arguments are not placed yet) is the
+    // program's mesh when it has one: unplaced values go with any mesh.
+    for (const GenericParam& g : fn.generics) {
+        if (g.kind && g.kind->name == "Mesh" && !b.meshes.count(g.name.name) && default_mesh() >= 0) {
+            b.meshes[g.name.name] = default_mesh();
+        }
+    }
     Binding callee_binding = b;
     // Parameter types, computed in the callee's module under its binding; errors in them
     // (a split that does not divide) are this call's.
