@@ -1303,6 +1303,11 @@ private:
     }
 
     void collective(const Op& op) {
+        // Over axes of size 1 every group has one member: the local piece is the result.
+        if (gm_.meshes[static_cast<size_t>(gtype(op.operands[0]).mesh)].group_size(op.axes) == 1) {
+            for (size_t i = 0; i < op.operands.size(); ++i) val_[op.results[i]] = copy_of(op.operands[i]);
+            return;
+        }
         if (op.kind == OpKind::AllReduce && op.operands.size() > 1) return combined_all_reduce(op);
         ValueId x = op.operands[0], r = op.results[0];
         val_[r] = alloc(r);

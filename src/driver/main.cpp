@@ -471,6 +471,9 @@ int main(int argc, char** argv) {
                           "Print an intermediate form: ast, gir-checked (the checker's GIR), gir (after autodiff)")
         ->check(CLI::IsMember({"ast", "gir-checked", "gir"}));
     check_cmd->add_flag("--time-report", check.time_report, "Print the time each phase took (stderr)");
+    check_cmd->add_option("--mesh", check.meshes,
+                          "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
+        ->allow_extra_args(false);
     check_cmd->add_flag("--names-only", check.stop_after_names,
                         "Stop after name resolution (no type, shape or sharding inference)");
     check_cmd->add_flag("--strict-comm", check.strict_comm,
@@ -496,6 +499,9 @@ int main(int argc, char** argv) {
         "explain", "Show each value's layout and each collective the checker chose");
     explain_cmd->add_option("files", explain.files, "Source files (.msh)")->required();
     explain_cmd->add_option("--fn", explain.explain_fn, "Only this function (all its instances)");
+    explain_cmd->add_option("--mesh", explain.meshes,
+                            "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable)")
+        ->allow_extra_args(false);
     explain_cmd->add_option("--format", explain_format, "`text` or `json`")
         ->check(CLI::IsMember({"text", "json"}));
     explain_cmd->add_flag("--strict-comm", explain.strict_comm,

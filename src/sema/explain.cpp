@@ -38,6 +38,8 @@ std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir
         if (!mesh) return std::nullopt;
         bytes += type.local_bytes(mesh);
     }
+    // Over axes of size 1 nothing moves and nothing runs (codegen copies the piece).
+    if (mesh && mesh->group_size(op.axes) == 1) return std::nullopt;
     CollectiveInfo info{kind, op.axes, bytes, {}};
     info.cost = collective_cost(kind, *mesh, op.axes, static_cast<double>(info.buffer_bytes));
     return info;
