@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -236,6 +237,7 @@ private:
     bool explicit_comm_ = false;
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
     const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
+    const Item* callee_item_ = nullptr;     // the callee then
     // Contractions that left a pending sum where a gather was the alternative: what the
     // gather would have cost, and what completing the sum has cost so far.
     struct Choice {
@@ -586,10 +588,34 @@ int64_t FunctionBuilder::eval_dim(const Dim& d) {
     case DimKind::Var: {
         auto it = binding_.sizes.find(d.name.name);
         if (it == binding_.sizes.end()) {
+            // Whether a parameter's shape mentions the size (inside an expression the
+            // arguments do not determine, then).
+            std::function<bool(const Dim&)> mentions = [&](const Dim& x) {
+                if (x.kind == DimKind::Var) return x.name.name == d.name.name;
+                return x.kind == DimKind::Binary && (mentions(*x.lhs) || mentions(*x.rhs));
+            };
+            std::function<bool(const Type&)> in_type = [&](const Type& t) {
+                for (const Dim* x : t.shape) {
+                    if (x && mentions(*x)) return true;
+                }
+                for (const Type* e : t.elements) {
+                    if (e && in_type(*e)) return true;
+                }
+                for (const Dim* x : t.args) {
+                    if (x && mentions(*x)) return true;
+                }
+                return false;
+            };
+            bool mentioned = false;
+            const Item& owner = callee_item_ ? *callee_item_ : item_;
+            for (const auto& prm : owner.params) mentioned = mentioned || (prm.type && in_type(*prm.type));
             fail(DiagCode::E0310, d.span,
                  fmt::format("the size `{}` is not known here", d.name.name),
-                 {{"sizes are inferred from the arguments of each call; a size that no "
-                   "parameter shape mentions cannot be inferred", {}}});
+                 {{mentioned ? fmt::format("sizes are inferred from the arguments of each call: from a parameter's dim "
+                                           "that is the size, or an expression that determines it (`{0} * 2`, `{0} + 1`); "
+                                           "here `{0}` appears only where the arguments do not determine it", d.name.name)
+                             : std::string("sizes are inferred from the arguments of each call; a size that no "
+                                           "parameter shape mentions cannot be inferred"), {}}});
         }
         return it->second;
     }
@@ -1121,6 +1147,57 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
         for (size_t d = 0; d < param.shape.size(); ++d) {
             const Dim& dim = *param.shape[d];
             if (dim.kind == DimKind::Var && !b.sizes.count(dim.name.name)) b.sizes[dim.name.name] = at.shape[d];
+        }
+        // A size inside `B * 2`, `B + 1`, `2 * B - 1`... is solved from the argument's
+        // size once the rest of the expression is known (the call's type check then
+        // reports a size that does not fit).
+        std::function<std::optional<int64_t>(const Dim&)> known = [&](const Dim& x) -> std::optional<int64_t> {
+            switch (x.kind) {
+            case DimKind::Int: return x.value;
+            case DimKind::Var: {
+                auto it = b.sizes.find(x.name.name);
+                if (it == b.sizes.end()) return std::nullopt;
+                return it->second;
+            }
+            case DimKind::Axis: return std::nullopt;
+            case DimKind::Binary: {
+                auto l = known(*x.lhs), r = known(*x.rhs);
+                if (!l || !r) return std::nullopt;
+                switch (x.op) {
+                case DimOp::Add: return *l + *r;
+                case DimOp::Sub: return *l - *r;
+                case DimOp::Mul: return *l * *r;
+                case DimOp::Div: return *r != 0 ? std::optional<int64_t>(*l / *r) : std::nullopt;
+                case DimOp::Mod: return *r != 0 ? std::optional<int64_t>(*l % *r) : std::nullopt;
+                }
+                return std::nullopt;
+            }
+            }
+            return std::nullopt;
+        };
+        std::function<void(const Dim&, int64_t)> solve = [&](const Dim& x, int64_t target) {
+            if (x.kind == DimKind::Var) {
+                if (!b.sizes.count(x.name.name) && target >= 0) b.sizes[x.name.name] = target;
+                return;
+            }
+            if (x.kind != DimKind::Binary) return;
+            auto l = known(*x.lhs), r = known(*x.rhs);
+            if (l && r) return;
+            if (!l && !r) return;
+            int64_t k = l ? *l : *r;
+            const Dim& unknown = l ? *x.rhs : *x.lhs;
+            switch (x.op) {
+            case DimOp::Add: solve(unknown, target - k); break;
+            case DimOp::Sub: solve(unknown, l ? k - target : target + k); break;
+            case DimOp::Mul:
+                if (k != 0 && target % k == 0) solve(unknown, target / k);
+                break;
+            case DimOp::Div:
+            case DimOp::Mod: break;
+            }
+        };
+        for (size_t d = 0; d < param.shape.size(); ++d) {
+            if (param.shape[d]->kind == DimKind::Binary) solve(*param.shape[d], at.shape[d]);
         }
         return;
     }
@@ -2925,6 +3002,7 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     // (a split that does not divide) are this call's.
     std::swap(binding_, b);
     call_site_ = &call;
+    callee_item_ = &fn;
     size_t saved_module = module_index_;
     module_index_ = module_index;
     std::vector<AggType> param_types;
@@ -2954,11 +3032,13 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
         std::swap(binding_, b);
         module_index_ = saved_module;
         call_site_ = nullptr;
+        callee_item_ = nullptr;
         throw;
     }
     std::swap(binding_, b);
     module_index_ = saved_module;
     call_site_ = nullptr;
+    callee_item_ = nullptr;
     int32_t index = in_.instantiate(fn, module_index, callee_binding, call.span);
     if (index < 0) throw Abandon{};  // the callee's errors were reported
     std::vector<ValueId> flat;
