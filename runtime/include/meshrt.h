@@ -179,10 +179,12 @@ void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype
 /* Row lookup. The table's local piece has rows [row_offset, row_offset + rows) of the
  * global table (vocab_size rows) and `width` columns; for each of the n ids, out gets
  * the row when the id falls in this piece, zeros otherwise (the compiler sums the pieces).
- * An id outside [0, vocab_size) fails the run with a message. */
+ * An id outside [0, vocab_size) fails the run with a message naming its position in the
+ * global ids tensor, whose layout is ids_layout (null: the local position is the global
+ * one). */
 void meshrt_embedding(meshrt_device* dev, int32_t dtype, const void* table, int64_t rows,
                       int64_t row_offset, int64_t vocab_size, int64_t width, int32_t id_dtype,
-                      const void* ids, int64_t n, void* out);
+                      const void* ids, int64_t n, void* out, const meshrt_layout* ids_layout);
 /* out[i, k] = (ids[i] == k) as f32, out is [n, classes]; an id outside [0, classes) gives a
  * row of zeros. ids are i32 or i64 (id_dtype), as for meshrt_embedding. */
 void meshrt_one_hot(meshrt_device* dev, int32_t id_dtype, const void* ids, int64_t n,

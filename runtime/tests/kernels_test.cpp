@@ -54,18 +54,18 @@ TEST_CASE("embedding looks up this piece's rows and zeros the others", "[kernels
     std::iota(table.begin(), table.end(), 1.0f);
     const int64_t ids[4] = {0, 2, 4, 5};
     std::vector<float> out(12, -1.0f);
-    meshrt_embedding(nullptr, MESHRT_F32, table.data(), 3, 2, 6, 3, MESHRT_I64, ids, 4, out.data());
+    meshrt_embedding(nullptr, MESHRT_F32, table.data(), 3, 2, 6, 3, MESHRT_I64, ids, 4, out.data(), nullptr);
     CHECK(out == std::vector<float>{0, 0, 0, 1, 2, 3, 7, 8, 9, 0, 0, 0});
     const int32_t ids32[2] = {3, 1};
     std::vector<float> out2(6, -1.0f);
     meshrt_embedding(nullptr, MESHRT_F32, table.data(), 3, 2, 6, 3, MESHRT_I32, ids32, 2,
-                     out2.data());
+                     out2.data(), nullptr);
     CHECK(out2 == std::vector<float>{4, 5, 6, 0, 0, 0});
 
     ChildResult r = run_in_child([&] {
         const int64_t bad[2] = {1, 6};
         meshrt_embedding(nullptr, MESHRT_F32, table.data(), 3, 2, 6, 3, MESHRT_I64, bad, 2,
-                         out.data());
+                         out.data(), nullptr);
     });
     CHECK(r.exit_status == 1);
     CHECK(r.err == "error: embedding: id 6 at position 1 is outside the vocabulary [0, 6)\n");

@@ -173,7 +173,7 @@ private:
         decl("meshrt_broadcast_all", void_, {ptr_, ptr_, i64_});
         decl("meshrt_contract", void_, {ptr_, i32_, ptr_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, ptr_, i32_, ptr_});
         decl("meshrt_random", void_, {ptr_, i32_, i64_, i32_, ptr_, ptr_});
-        decl("meshrt_embedding", void_, {ptr_, i32_, ptr_, i64_, i64_, i64_, i64_, i32_, ptr_, i64_, ptr_});
+        decl("meshrt_embedding", void_, {ptr_, i32_, ptr_, i64_, i64_, i64_, i64_, i32_, ptr_, i64_, ptr_, ptr_});
         decl("meshrt_one_hot", void_, {ptr_, i32_, ptr_, i64_, i64_, ptr_});
         decl("meshrt_slice", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
         decl("meshrt_concat_part", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
@@ -804,7 +804,7 @@ private:
             int64_t rows = lshape(table)[0];
             call("meshrt_embedding", {dev_, i32c(static_cast<int>(dt(table))), val_[table], i64c(rows), dim_offset(table, 0),
                                       i64c(gtype(table).shape[0]), i64c(lshape(table)[1]), i32c(static_cast<int>(dt(ids))), val_[ids],
-                                      i64c(product(lshape(ids))), val_[r]});
+                                      i64c(product(lshape(ids))), val_[r], gtype(ids).mesh >= 0 ? layout_of(gtype(ids)) : llvm::ConstantPointerNull::get(ptr_)});
             return;
         }
         case OpKind::Call: return call_op(op);

@@ -17,7 +17,7 @@ def expected(inp):
 
 
 BAD_CASES = [
-    BadCase("id == vocab", {"table.npy": TABLE, "ids.npy": np.array([0, 1, 2, 3, 16, 5, 6, 7], np.int64)}, ["embedding", "16"]),
-    BadCase("negative id", {"table.npy": TABLE, "ids.npy": np.array([0, 1, 2, 3, 4, 5, 6, -1], np.int64)}, ["embedding", "-1"]),
+    BadCase("id == vocab", {"table.npy": TABLE, "ids.npy": np.array([0, 1, 2, 3, 16, 5, 6, 7], np.int64)}, ["embedding", "16", "at position 4 ([4] of the ids)"]),
+    BadCase("negative id", {"table.npy": TABLE, "ids.npy": np.array([0, 1, 2, 3, 4, 5, 6, -1], np.int64)}, ["embedding", "-1", "at position 7 ([7] of the ids)"]),
     BadCase("huge id", {"table.npy": TABLE, "ids.npy": np.array([2 ** 40, 1, 2, 3, 4, 5, 6, 7], np.int64)}, ["embedding", "1099511627776"]),
 ]

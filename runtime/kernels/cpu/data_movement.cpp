@@ -4,6 +4,7 @@
 #include <string>
 
 #include "src/dtype.h"
+#include "src/layout.h"
 #include "src/errors.h"
 #include "src/runtime.h"
 #include "src/tensor.h"
@@ -83,7 +84,7 @@ void meshrt_concat_part(meshrt_device* dev, int32_t dtype, const void* in, int32
 
 void meshrt_embedding(meshrt_device* dev, int32_t dtype, const void* table, int64_t rows,
                       int64_t row_offset, int64_t vocab_size, int64_t width, int32_t id_dtype,
-                      const void* ids, int64_t n, void* out) {
+                      const void* ids, int64_t n, void* out, const meshrt_layout* ids_layout) {
     TraceScope scope(dev, "embedding");
     const size_t elem = check_dtype(dev, "embedding", dtype);
     check_id_dtype(dev, "embedding", id_dtype);
@@ -96,9 +97,30 @@ void meshrt_embedding(meshrt_device* dev, int32_t dtype, const void* table, int6
     char* o = static_cast<char*>(out);
     for (int64_t i = 0; i < n; ++i, o += row_bytes) {
         const int64_t id = id_at(id_dtype, ids, i);
-        if (id < 0 || id >= vocab_size)
-            fail(dev, "embedding: id " + std::to_string(id) + " at position " + std::to_string(i) +
+        if (id < 0 || id >= vocab_size) {
+            // The position in the global ids tensor: this device's piece starts at its
+            // offsets; the local index unravels over the local shape.
+            std::string where = std::to_string(i);
+            if (ids_layout && dev) {
+                Piece p = local_piece(dev, "embedding", ids_layout);
+                std::vector<int64_t> at(p.local_shape.size());
+                int64_t rest = i;
+                for (size_t d = at.size(); d-- > 0;) {
+                    int64_t len = p.local_shape[d] > 0 ? p.local_shape[d] : 1;
+                    at[d] = rest % len + p.offset[d];
+                    rest /= len;
+                }
+                int64_t flat = 0;
+                where.clear();
+                for (size_t d = 0; d < at.size(); ++d) {
+                    flat = flat * p.global_shape[d] + at[d];
+                    where += (d ? ", " : "") + std::to_string(at[d]);
+                }
+                where = std::to_string(flat) + " ([" + where + "] of the ids)";
+            }
+            fail(dev, "embedding: id " + std::to_string(id) + " at position " + where +
                           " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+        }
         if (id >= row_offset && id < row_offset + rows)
             std::memcpy(o, static_cast<const char*>(table) + size_t(id - row_offset) * row_bytes,
                         row_bytes);
