@@ -2115,6 +2115,17 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
         }
     }
     if (!dtype) dtype = type(operands[first_data]).dtype;
+    // A pending operand whose sum this block has completed already is read completed
+    // (keeping it pending would sum it again later).
+    for (ValueId& o : operands) {
+        const TensorType& t = type(o);
+        const Mesh* m = t.layout.partial ? mesh_of(t) : nullptr;
+        if (!m || dry_cost_) continue;
+        Layout whole = t.layout;
+        whole.partial = 0;
+        auto it = coerced_.find(std::make_tuple(o, layout_to_string(whole, *m), static_cast<const void*>(ops_)));
+        if (it != coerced_.end()) o = it->second;
+    }
     if (ew == ir::Ew::Select && type(operands[0]).dtype != DType::Bool) {
         fail(DiagCode::E0308, span, "the condition of `select` must be bool");
     }
@@ -2229,6 +2240,11 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                         best = cost;
                         kept = k;
                     }
+                }
+                if (kept >= 0 && operands[0] == operands[1]) {
+                    // `p * p`: both factors are the one pending value; completing it once
+                    // gives both (keeping one pending would sum it a second time later).
+                    kept = -1;
                 }
                 if (kept >= 0) {
                     ValueId& other = operands[1 - kept];
