@@ -24,3 +24,7 @@ config.substitutions.append(("%verify", "python3 " + os.path.join(config.test_so
 # `%expect-exit N CMD...`: runs CMD and succeeds only when it exits with status N
 # (`not` accepts any failure; the driver's 1-vs-2 distinction needs the exact status).
 config.substitutions.append(("%expect-exit", "python3 " + os.path.join(config.test_source_root, "expect_exit.py")))
+# Built with sanitizers (the ASan+UBSan CI build): tests that cap the address space with
+# `ulimit -v` cannot run there (ASan reserves terabytes of shadow memory).
+if lit_config.params.get("sanitize"):
+    config.available_features.add("sanitizer")
