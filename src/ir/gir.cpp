@@ -4,6 +4,8 @@
 // marked with its reason.
 #include "ir/gir.h"
 
+#include <iterator>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -44,6 +46,59 @@ int64_t TensorType::local_bytes(const Mesh* mesh) const {
         n *= factor > 1 ? (shape[d] + factor - 1) / factor : shape[d];
     }
     return n * static_cast<int64_t>(dtype_bytes(dtype));
+}
+
+namespace {
+
+// One row per op, in ops.def's order (checked below at compile time).
+constexpr OpRule kRules[] = {
+#define MESHC_RULE(name, lo, hi, results, adjoint, meaning) {lo, hi, results, AdjointRule::adjoint, meaning},
+#include "ir/op_rules.def"
+#undef MESHC_RULE
+};
+
+constexpr OpKind kRuleOrder[] = {
+#define MESHC_RULE(name, lo, hi, results, adjoint, meaning) OpKind::name,
+#include "ir/op_rules.def"
+#undef MESHC_RULE
+};
+
+constexpr OpKind kOpOrder[] = {
+#define MESHC_OP(name, text) OpKind::name,
+#include "ir/ops.def"
+#undef MESHC_OP
+};
+
+constexpr bool same_order() {
+    if (std::size(kRuleOrder) != std::size(kOpOrder)) return false;
+    for (size_t i = 0; i < std::size(kOpOrder); ++i) {
+        if (kRuleOrder[i] != kOpOrder[i]) return false;
+    }
+    return true;
+}
+static_assert(same_order(), "op_rules.def has one row per op of ops.def, in the same order");
+
+}  // namespace
+
+const OpRule& op_rule(OpKind kind) { return kRules[static_cast<size_t>(kind)]; }
+
+std::string_view adjoint_rule_name(AdjointRule rule) {
+    switch (rule) {
+    case AdjointRule::None: return "none";
+    case AdjointRule::Identity: return "identity";
+    case AdjointRule::Elementwise: return "elementwise";
+    case AdjointRule::Reduce: return "reduce";
+    case AdjointRule::Contract: return "contract";
+    case AdjointRule::Reshape: return "reshape";
+    case AdjointRule::Broadcast: return "broadcast";
+    case AdjointRule::Slice: return "slice";
+    case AdjointRule::Concat: return "concat";
+    case AdjointRule::Embedding: return "embedding";
+    case AdjointRule::Branch: return "branch";
+    case AdjointRule::Flattened: return "flattened";
+    case AdjointRule::Expanded: return "expanded";
+    }
+    return "?";
 }
 
 std::string_view op_name(OpKind kind) {

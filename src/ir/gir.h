@@ -44,6 +44,22 @@ enum class OpKind : uint8_t {
 };
 std::string_view op_name(OpKind kind);
 
+/// Which adjoint differentiates an op (op_rules.def): the families autodiff implements.
+enum class AdjointRule : uint8_t {
+    None, Identity, Elementwise, Reduce, Contract, Reshape, Broadcast, Slice, Concat, Embedding, Branch, Flattened, Expanded
+};
+
+/// An op's row of op_rules.def.
+struct OpRule {
+    int min_operands;
+    int max_operands;  // -1: any number
+    int results;       // -1: as many as operands; -2: checked elsewhere (calls, regions)
+    AdjointRule adjoint;
+    std::string_view local_meaning;
+};
+const OpRule& op_rule(OpKind kind);
+std::string_view adjoint_rule_name(AdjointRule rule);
+
 enum class Ew : uint8_t {
     Add, Sub, Mul, Div, Mod, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
     Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Select, Cast

@@ -277,36 +277,20 @@ private:
             }
             return true;
         };
-        switch (op.kind) {
-        case OpKind::Constant:
-        case OpKind::Create:
-        case OpKind::Load: return expect(0, 0, 1);
-        case OpKind::Elementwise: {
+        // The arity is the op's row of op_rules.def; element-wise ops by their function.
+        if (op.kind == OpKind::Elementwise) {
             size_t n = elementwise_arity(op.ew);
             return expect(n, n, 1);
         }
-        case OpKind::AllReduce: return expect(1, SIZE_MAX, op.operands.size());
-        case OpKind::Reduce:
-        case OpKind::ReduceScatter:
-        case OpKind::AllGather:
-        case OpKind::AllToAll:
-        case OpKind::LocalSlice:
-        case OpKind::MakePartial: return expect(1, 1, 1);
-        case OpKind::Contract: return expect(1, SIZE_MAX, 1);
-        case OpKind::Print: return expect(0, SIZE_MAX, 0);
-        case OpKind::Save: return expect(1, 1, 0);
-        case OpKind::Call: return true;  // checked against the callee
-        case OpKind::For: return expect(2, SIZE_MAX, op.operands.size() - 2);
-        case OpKind::If: return expect(1, 1, op.results.size());
-        case OpKind::Grad: return true;
-        case OpKind::Place:
-        case OpKind::Reshape:
-        case OpKind::Broadcast:
-        case OpKind::Slice:
-        case OpKind::OneHot: return expect(1, 1, 1);
-        case OpKind::Concat: return expect(1, SIZE_MAX, 1);
-        case OpKind::Embedding: return expect(2, 2, 1);
+        const OpRule& rule = op_rule(op.kind);
+        size_t hi = rule.max_operands < 0 ? SIZE_MAX : static_cast<size_t>(rule.max_operands);
+        if (rule.results == -2) {
+            if (op.kind == OpKind::Call || op.kind == OpKind::Grad) return true;  // checked against the callee
+            if (op.kind == OpKind::For) return expect(2, SIZE_MAX, op.operands.size() - 2);
+            return expect(static_cast<size_t>(rule.min_operands), hi, op.results.size());
         }
+        size_t results = rule.results == -1 ? op.operands.size() : static_cast<size_t>(rule.results);
+        return expect(static_cast<size_t>(rule.min_operands), hi, results);
         return true;
     }
 

@@ -669,27 +669,19 @@ private:
         bool seeded = false;
         for (ValueId r : op.results) seeded = seeded || ct_of(r) != kNoValue;
         if (!seeded) return;
-        switch (op.kind) {
-        case OpKind::Constant:
-        case OpKind::Create:
-        case OpKind::Load:
-        case OpKind::OneHot:
-        case OpKind::Print:
-        case OpKind::Save: return;
-        case OpKind::Elementwise: return adjoint_elementwise(op);
-        case OpKind::Reduce: return op.reduce == ReduceKind::Max ? adjoint_max(op) : adjoint_sum(op);
-        case OpKind::Contract: return adjoint_contract(op);
-        case OpKind::AllReduce:
-        case OpKind::ReduceScatter:
-        case OpKind::AllGather:
-        case OpKind::AllToAll:
-        case OpKind::LocalSlice:
-        case OpKind::MakePartial:
-        case OpKind::Place:
+        // Dispatch on the op's adjoint family (ir/op_rules.def).
+        switch (op_rule(op.kind).adjoint) {
+        case AdjointRule::None: return;
+        case AdjointRule::Elementwise: return adjoint_elementwise(op);
+        case AdjointRule::Reduce: return op.reduce == ReduceKind::Max ? adjoint_max(op) : adjoint_sum(op);
+        case AdjointRule::Contract: return adjoint_contract(op);
+        case AdjointRule::Identity:
             // Global identities: the cotangent passes on in whatever layout it has.
-            if (active(op.operands[0])) add_ct(op.operands[0], ct_of(op.results[0]));
+            for (size_t i = 0; i < op.operands.size() && i < op.results.size(); ++i) {
+                if (active(op.operands[i]) && ct_of(op.results[i]) != kNoValue) add_ct(op.operands[i], ct_of(op.results[i]));
+            }
             return;
-        case OpKind::Reshape: {
+        case AdjointRule::Reshape: {
             ValueId x = op.operands[0], y = op.results[0];
             ValueId g = as_layout(ct_of(y), type(y), 0);
             Layout l = type(x).layout;
@@ -698,19 +690,18 @@ private:
             add_ct(x, reshape(g, type(x).shape, l));
             return;
         }
-        case OpKind::Broadcast: {
+        case AdjointRule::Broadcast: {
             ValueId x = op.operands[0], y = op.results[0];
             ValueId g = as_layout(ct_of(y), type(y), 0);
             add_ct(x, unbroadcast(g, type(x).shape));
             return;
         }
-        case OpKind::Slice: return adjoint_slice(op);
-        case OpKind::Concat: return adjoint_concat(op);
-        case OpKind::Embedding: return adjoint_embedding(op);
-        case OpKind::If: return adjoint_if(op);
-        case OpKind::Call:
-        case OpKind::For:
-        case OpKind::Grad: MESHC_ASSERT(false, "calls and loops are flattened before the backward pass");
+        case AdjointRule::Slice: return adjoint_slice(op);
+        case AdjointRule::Concat: return adjoint_concat(op);
+        case AdjointRule::Embedding: return adjoint_embedding(op);
+        case AdjointRule::Branch: return adjoint_if(op);
+        case AdjointRule::Flattened:
+        case AdjointRule::Expanded: MESHC_ASSERT(false, "calls, loops and grads are flattened before the backward pass");
         }
     }
 
