@@ -13,31 +13,42 @@ x, y: [B, D], w1: [D, H], w2: [H, D]; B = 2048, D = 256, H = 1024 by default. Mo
 
 The Mesh programs are the .msh files beside this script. Each runs its step N times in
 a `for` loop inside `main` and prints the loss at the end (as f64). The script
-substitutes the sizes (main's load annotations) and N, builds each program with
-`meshc build -O2 --mesh Pod=data:DEVICES` for N = K and N = 2K (--steps K), and times a
-step as (wall time of the 2K program - wall time of the K program) / K, which cancels
-start-up, loading and the final loss. Each device is a thread of the simulated mesh;
-`--mesh-threads` (OpenBLAS threads per device) defaults to max(1, cores // devices).
+substitutes the sizes (main's load annotations) and N, and builds each program with
+`meshc build -O2 --mesh Pod=data:DEVICES` for N = K and N = 2K (--steps K). Every
+device is a thread of the simulated mesh; `--mesh-threads` (OpenBLAS threads per
+device) defaults to max(1, cores // devices), the runtime's own default.
 
-JAX runs the same step (jax.jit of the step function; value shardings from
-jax.sharding: x and y PartitionSpec('data', None); weights replicated for dp_sgd and
-forward, PartitionSpec('data', None) for zero3_adam and its Adam moments) on as many
-host devices (XLA_FLAGS=--xla_force_host_platform_device_count=DEVICES, set before jax
-is imported), from the same .npy files. One JAX process per device count stays alive
-for the whole run; per timing it runs K steps after a warm-up and blocks on the result
-(`block_until_ready`); a step is the time / K. meshc and JAX runs alternate --repeat
-times (which goes first alternates too); a figure is the median over the repetitions.
+JAX runs the same step (jax.jit of the step function; shardings from jax.sharding:
+x and y PartitionSpec('data', None); weights replicated for dp_sgd and forward,
+PartitionSpec('data', None) for zero3_adam and its Adam moments) on as many host
+devices (XLA_FLAGS=--xla_force_host_platform_device_count=DEVICES, set before jax is
+imported), from the same .npy files. One JAX process per device count stays alive for
+the whole run.
+
+Timing. meshc: both programs run with `--trace`; a step is the interval between the
+starts of the first occurrences, in consecutive steps, of an event that occurs c times
+per step on device 0 and nowhere else (found by comparing the K- and 2K-step traces;
+e.g. the backward's `contract mn,kn->mk`, once per step), and a run's figure is the
+median of its 2K - 1 intervals. JAX:
+K steps, each waited for (`block_until_ready`), after a warm-up of 2K steps; a run's
+figure is their median. meshc and JAX runs alternate --repeat times (which goes first
+alternates too); the headline figure is the best run's median (as the other
+benchmarks here), the median over runs is printed too. Also printed: the throughput
+(meshc (T(2K) - T(K)) / K of the programs' wall times, which cancels start-up and
+loading; JAX K steps dispatched back to back / K) and CPU time per step (all threads;
+from getrusage for meshc, process_time in the JAX process).
 
 Correctness: the losses after K and after 2K steps (forward: the loss of the initial
 weights) of meshc and of JAX must agree to --tol (relative, default 1e-4), and both
 are checked against a float64 NumPy implementation of the same training (hand-written
 backward). A mismatch makes the script exit 1.
 
-Where meshc's time goes: the K and 2K programs of --breakdown (default dp_sgd on 1
-device) are also run with `--trace`; per event kind (name, and the einsum of a
-contraction) the difference of the two traces' total durations over K is the time per
-step (device 0's track); what no event covers is "untraced" (allocation, loop
-overhead, code outside the runtime's events).
+Where meshc's time goes (--breakdown, default dp_sgd on 1 device): in the 2K-step trace
+of the run with the best step, device 0's events that start between the first and the
+last occurrence of the step's marker event (2K - 1 whole steps), total duration per
+event kind (name, and the einsum of a contraction) per step; what no event covers is
+"untraced" (allocation, loop overhead, code outside the runtime's events, and time the
+thread was descheduled between events).
 
 JAX is looked for in --jax-python, then tests/bench/.venv (created only for
 benchmarks: `python3 -m venv tests/bench/.venv && tests/bench/.venv/bin/pip install
@@ -47,8 +58,9 @@ alone (exit 0).
     python3 tests/bench/train/run_train_bench.py --meshc build/meshc [--repeat 5]
         [--devices 1,4] [--modes dp_sgd zero3_adam forward] [--steps 8]
         [--batch 2048 --dim 256 --hidden 1024] [--jax-python PY] [--json out.json]
+        [--breakdown dp_sgd:1 zero3_adam:4 ...]
     python3 tests/bench/train/run_train_bench.py --meshc build/meshc --smoke
-        # tiny sizes, no JAX, checks meshc's losses against NumPy: a few seconds
+        # tiny sizes, one round, no JAX; checks meshc's losses against NumPy (~10 s)
 """
 import argparse
 import datetime
@@ -161,17 +173,28 @@ def totals(events):
 
 
 def step_marker(ev_k, ev_2k, K):
-    """An event kind that occurs exactly once per step and nowhere else: K times in the
-    K-step trace and 2K times in the 2K-step one (the longest such, for a steady start)."""
+    """(kind, c): an event kind that occurs c times per step and nowhere else: c K times
+    in the K-step trace and 2 c K times in the 2K-step one (the smallest c, then the
+    longest such event, for a steady start); None if there is none."""
     tk, ck = totals(ev_k)
     t2, c2 = totals(ev_2k)
-    kinds = [k for k in c2 if c2[k] == 2 * K and ck.get(k) == K]
-    return max(kinds, key=lambda k: t2[k]) if kinds else None
+    kinds = [(c2[k] // (2 * K), k) for k in c2
+             if c2[k] % (2 * K) == 0 and c2[k] > 0 and ck.get(k) == c2[k] // 2]
+    if not kinds:
+        return None
+    c, kind = min(kinds, key=lambda ck_: (ck_[0], -t2[ck_[1]]))
+    return kind, c
+
+
+def marker_starts(events, marker):
+    kind, c = marker
+    return [t for k, t, _ in events if k == kind][::c]
 
 
 def step_times(events, marker):
-    """Per-step times: the intervals between consecutive starts of the marker event."""
-    starts = [t for kind, t, _ in events if kind == marker]
+    """Per-step times: the intervals between the starts of the marker event's first
+    occurrence in consecutive steps."""
+    starts = marker_starts(events, marker)
     return [b - a for a, b in zip(starts, starts[1:])]
 
 
@@ -456,7 +479,7 @@ def main():
     failures = []
     mesh = {c: defaultdict(list) for c in cases}      # step, thru, cpu: one figure per repetition
     jx = {c: defaultdict(list) for c in cases}
-    mesh_losses, traces, markers = {}, {}, {}
+    mesh_losses, traces, markers = {}, defaultdict(list), {}
     loads = [os.getloadavg()[0]]
     children = {}
     jax_version = None
@@ -478,8 +501,9 @@ def main():
                 ev = [trace_events(t) for t in tr]
                 if r == 0:
                     mesh_losses[c] = {K: lk, 2 * K: l2k}
-                    traces[c] = ev
                     markers[c] = step_marker(ev[0], ev[1], K)
+                if any(b == f"{c[0]}:{c[1]}" for b in breakdown):
+                    traces[c].append(ev)
                 elif (lk, l2k) != (mesh_losses[c][K], mesh_losses[c][2 * K]):
                     failures.append(f"meshc {mode} on {d} device(s): the loss changed between runs")
                 mesh[c]["thru"].append((t2k - tk) / K)
@@ -524,65 +548,68 @@ def main():
                   f"{(f'{dj:.1e}' if dj is not None else '-'):>12} {dn:>11.1e}")
 
     # ---- times
+    best = lambda xs: min(xs) * 1e3 if xs else None
     med = lambda xs: statistics.median(xs) * 1e3 if xs else None
     fmt = lambda v, w, p=2: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
     print()
-    print("ms per step. step: median step of a run (meshc: between the starts of one event per step in its trace;")
-    print("JAX: K steps each waited for), median over the runs, min-max of the runs; thru: meshc (T(2K) - T(K)) / K")
-    print("of the programs' wall times, JAX K steps dispatched back to back / K; cpu: CPU time of all threads per step")
-    print(f"{'mode':<11} {'dev':>3} {'meshc':>8} {'(min-max)':>13} {'jax':>8} {'(min-max)':>13} {'meshc/jax':>9}"
-          f" {'thru m':>7} {'thru j':>7} {'cpu m':>7} {'cpu j':>7}")
+    print("ms per step. step: the median step of a run (meshc: intervals between the starts of an event that")
+    print("marks each step, in the program's trace; JAX: K steps, each waited for); best: the best run's,")
+    print("median: the median over the runs. thru: meshc (T(2K) - T(K)) / K of the programs' wall times, JAX")
+    print("K steps dispatched back to back / K (best run); cpu: CPU time of all threads per step (median run).")
+    print(f"{'mode':<11} {'dev':>3} {'meshc best':>10} {'jax best':>9} {'ratio':>6} {'meshc med':>10} {'jax med':>8}"
+          f" {'ratio':>6} {'thru m':>7} {'thru j':>7} {'cpu m':>6} {'cpu j':>6}")
     results = []
     for c in cases:
         mode, d = c
         ms, js = mesh[c]["step"], jx[c]["step"]
-        m, j = med(ms), med(js)
+        m, j, mm, jm = best(ms), best(js), med(ms), med(js)
         row = dict(mode=mode, devices=d, meshc_ms=m, jax_ms=j, ratio=(m / j if m and j else None),
-                   meshc_thru_ms=med(mesh[c]["thru"]), jax_thru_ms=med(jx[c]["thru"]),
+                   meshc_median_ms=mm, jax_median_ms=jm, ratio_median=(mm / jm if mm and jm else None),
+                   meshc_thru_ms=best(mesh[c]["thru"]), jax_thru_ms=best(jx[c]["thru"]),
                    meshc_cpu_ms=med(mesh[c]["cpu"]), jax_cpu_ms=med(jx[c]["cpu"]),
                    meshc_runs_ms=[v * 1e3 for v in ms], jax_runs_ms=[v * 1e3 for v in js],
-                   meshc_marker=markers.get(c),
+                   meshc_marker=list(markers[c]) if markers.get(c) else None,
                    jax_collectives=children[d].setup[mode]["collectives"] if d in children else None)
         results.append(row)
-        rng = lambda xs: f"({min(xs) * 1e3:.1f}-{max(xs) * 1e3:.1f})" if xs else ""
-        print(f"{mode:<11} {d:>3} {fmt(m, 8)} {rng(ms):>13} {fmt(j, 8)} {rng(js):>13} {fmt(row['ratio'], 9)}"
-              f" {fmt(row['meshc_thru_ms'], 7, 1)} {fmt(row['jax_thru_ms'], 7, 1)}"
-              f" {fmt(row['meshc_cpu_ms'], 7, 1)} {fmt(row['jax_cpu_ms'], 7, 1)}")
+        print(f"{mode:<11} {d:>3} {fmt(m, 10)} {fmt(j, 9)} {fmt(row['ratio'], 6)} {fmt(mm, 10)} {fmt(jm, 8)}"
+              f" {fmt(row['ratio_median'], 6)} {fmt(row['meshc_thru_ms'], 7, 1)} {fmt(row['jax_thru_ms'], 7, 1)}"
+              f" {fmt(row['meshc_cpu_ms'], 6, 1)} {fmt(row['jax_cpu_ms'], 6, 1)}")
     print(f"load average (1 min) before and after each repetition: {', '.join(f'{l:.1f}' for l in loads)}")
-    print("meshc step marker events: " + "; ".join(f"{m}@{d}: {markers.get((m, d))}" for m, d in cases))
+    mk = lambda m: "none (no step figure)" if not m else m[0] + (f" (the first of {m[1]} per step)" if m[1] > 1 else "")
+    print("meshc step marker events: " + "; ".join(f"{m}@{d}: {mk(markers.get((m, d)))}" for m, d in cases))
     if children:
         print("collectives in XLA's compiled step: " + "; ".join(
             f"{r['mode']}@{r['devices']}: " + (", ".join(f"{k} {v}" for k, v in r["jax_collectives"].items()) or "none")
             for r in results if r["jax_collectives"] is not None))
 
-    # ---- where meshc's time goes (the first repetition's traces)
+    # ---- where meshc's time goes: one 2K-step trace (the run with the best step), the
+    # events that start between the marker's first and last occurrence (2K - 1 whole steps)
     breakdowns = {}
     for b in breakdown:
         mode, d = b.split(":")[0], int(b.split(":")[1])
-        ev_k, ev_2k = traces[(mode, d)]
-        (tk, ck), (t2, c2) = totals(ev_k), totals(ev_2k)
-        step = statistics.median(step_times(ev_2k, markers[(mode, d)])) if markers[(mode, d)] else None
-        span = lambda ev: max(t + du for _, t, du in ev) - min(t for _, t, _ in ev)
-        if step is None:
-            step = (span(ev_2k) - span(ev_k)) / K
-        rows = []
-        for kind in set(t2) | set(tk):
-            per = (t2.get(kind, 0.0) - tk.get(kind, 0.0)) / K
-            cnt = (c2.get(kind, 0) - ck.get(kind, 0)) / K
-            if cnt > 0 or per > 1e-6:
-                rows.append((kind, per, cnt))
-        rows.sort(key=lambda row: -row[1])
+        marker = markers[(mode, d)]
+        if not marker or not traces[(mode, d)]:
+            print(f"\nno breakdown for {b}: no event occurs once per step")
+            continue
+        ev = min((t[1] for t in traces[(mode, d)]), key=lambda e: statistics.median(step_times(e, marker)))
+        starts = marker_starts(ev, marker)
+        lo, hi, nsteps = starts[0], starts[-1], len(starts) - 1
+        window = [e for e in ev if lo <= e[1] < hi]
+        tot, cnt = totals(window)
+        step = (hi - lo) / nsteps
+        rows = sorted(((k, tot[k] / nsteps, cnt[k] / nsteps) for k in tot), key=lambda row: -row[1])
         traced = sum(p for _, p, _ in rows)
-        breakdowns[b] = dict(step_ms=step * 1e3, untraced_ms=(step - traced) * 1e3,
+        breakdowns[b] = dict(step_ms=step * 1e3, untraced_ms=(step - traced) * 1e3, steps=nsteps,
+                             median_step_ms=statistics.median(step_times(ev, marker)) * 1e3,
                              events=[dict(event=k, ms=p * 1e3, count=c) for k, p, c in rows])
         print()
-        print(f"meshc, {mode} on {d} device{'s' if d > 1 else ''}: where a step goes (device 0's trace, "
-              f"(trace of {2 * K} steps - trace of {K}) / {K}; step {step * 1e3:.2f} ms, the 2K run's median)")
+        print(f"meshc, {mode} on {d} device{'s' if d > 1 else ''}: where a step goes (device 0's trace of the "
+              f"{2 * K}-step run with the best step: {nsteps} whole steps, mean step {step * 1e3:.2f} ms)")
         print(f"  {'ms/step':>8} {'share':>6} {'events':>6}  event")
-        for kind, per, cnt in rows:
-            print(f"  {per * 1e3:>8.2f} {per / step * 100:>5.1f}% {cnt:>6.2g}  {kind}")
+        for kind, per, c in rows:
+            print(f"  {per * 1e3:>8.2f} {per / step * 100:>5.1f}% {c:>6.2g}  {kind}")
         print(f"  {(step - traced) * 1e3:>8.2f} {(step - traced) / step * 100:>5.1f}% {'':>6}  untraced "
-              "(between events: allocation, loop, code outside the runtime's events)")
+              "(between events: allocation, loop, code outside the runtime's events, descheduled)")
 
     if failures:
         print()
