@@ -3,10 +3,12 @@
 src/sema/builtins.def (and every operator, and the GIR ops of src/ir/ops.def) gets
 its gradient checked against finite differences of a float64 NumPy model.
 
-The table below (BUILTINS, OPERATORS, CONSTRUCTS, GIR_OPS) classifies EVERY built-in and
-every GIR op: differentiable (with a generator of test programs) or not (with the
-reason). A built-in or GIR op that the .def files have and the table lacks (or the
-other way round) is a failure naming it, so a new op without an adjoint test fails here.
+The tables below (BUILTINS, OPERATORS, CONSTRUCTS; GIR_OPS, EW_KINDS, REDUCE_KINDS)
+classify EVERY built-in, every GIR op, and every element-wise function and reduction
+kind of src/ir/gir.h: differentiable (with a generator of test programs, or the
+entries whose programs contain the op) or not (with the reason). An entry that the
+sources have and the tables lack (or the other way round) is a failure naming it, so a
+new op without an adjoint test fails here.
 
 For each differentiable entry, K (--cases) small cases are generated. A case is one
 function on the mesh `Pod = [a: 2, b: 2]` with randomly laid out inputs (replicated,
@@ -18,7 +20,8 @@ that divide):
     }
 
 where w0 is a random weight tensor loaded from a file (so the gradient is not all
-ones). `main` loads every input (`let x: TYPE = load("x.npy")`), calls
+ones; weights and non-differentiated inputs may also be mesh-free), and OP's result is
+sometimes first bound by a `let` annotated with another random layout. `main` loads every input (`let x: TYPE = load("x.npy")`), calls
 `grad(f)(..)` (and `f(..)` for the loss) or `value_and_grad(f)(..)`, and saves the loss
 and the gradient. All cases with the same index go in one program (few builds); the
 program is built on the declared mesh and rebound to one device (`--mesh
@@ -78,10 +81,13 @@ ONE_DEVICE = "Pod=a:1,b:1"
 EPS = 1e-3                 # central finite differences on the float64 model
 RTOL, ATOL = 2e-3, 1e-4    # meshc computes in f32
 SHAPES = ([4, 8], [8, 4], [2, 4, 8])
+ANNOTATE = 0.3             # how often a term's result is first bound by an annotated `let`
 
-# Known meshc gradient bugs: failures of a matching case are reported as XFAIL, not as a
-# failure. Each entry: {"builtin": NAME, "note": what is wrong, "match": optional
-# predicate on the Case}. Remove an entry once the bug is fixed (its cases then XPASS).
+# Known meshc bugs: failures of a matching case are reported as XFAIL, not as a failure.
+# Each entry: {"builtin": NAME, a tuple of names or "*", "note": what is wrong, and
+# "match": a predicate on the Case (its layouts) and/or "error": a regex the failure
+# text must contain}. Remove an entry once the bug is fixed (a case matched by layout
+# that passes is reported as XPASS).
 KNOWN_BUGS = [
 ]
 
@@ -160,6 +166,7 @@ class Inp:
 class Term:
     def __init__(self, expr, fn, shape, dtype):
         self.expr, self.fn, self.shape, self.dtype = expr, fn, list(shape), dtype
+        self.annotation = None     # a layout: `let r: TYPE = EXPR;` first
 
 
 class Case:
@@ -169,6 +176,7 @@ class Case:
     def __init__(self, builtin, R, note=""):
         self.builtin, self.R, self.note = builtin, R, note
         self.inputs, self.terms, self.helpers, self.body = [], [], [], []
+        self.contractions = []       # (einsum spec, [operand input names], its Term) (KNOWN_BUGS)
         self.ret = "f32"
         self.mode = R.choice(["grad", "value_and_grad"])
         self.uid = None
@@ -182,7 +190,10 @@ class Case:
         return i
 
     def term(self, expr, fn, shape, dtype=None):
-        self.terms.append(Term(expr, fn, shape, dtype or self.ret))
+        t = Term(expr, fn, shape, dtype or self.ret)
+        if self.R.random() < ANNOTATE:
+            t.annotation = random_layout(self.R, t.shape)
+        self.terms.append(t)
 
     @property
     def diff(self):
@@ -215,7 +226,15 @@ class Case:
         if len(d) > 1:
             lines.append("    let (%s) = t;" % ", ".join(i.name for i in d))
         lines += ["    " + b.replace("@ID", self.uid) for b in self.body]
-        loss = " + ".join("sum((%s) * w%d)" % (t.expr.replace("@ID", self.uid), k) for k, t in enumerate(self.terms))
+        exprs = []
+        for k, t in enumerate(self.terms):
+            e = t.expr.replace("@ID", self.uid)
+            if t.annotation is not None:
+                # The result materialised in a random layout first (backward coercions).
+                lines.append("    let r%d: %s = %s;" % (k, type_str(t.dtype, t.shape, t.annotation), e))
+                e = "r%d" % k
+            exprs.append(e)
+        loss = " + ".join("sum((%s) * w%d)" % (e, k) for k, e in enumerate(exprs))
         lines.append("    " + loss)
         lines.append("}")
         return "\n".join(lines)
@@ -243,7 +262,11 @@ class Case:
         return {"%s_%s.npy" % (self.uid, i.name): i.value for i in self.inputs}
 
     def layouts(self):
-        return ", ".join("%s %s%s %s" % (i.name, i.dtype, i.shape, describe_layout(i.layout)) for i in self.inputs)
+        out = ", ".join("%s %s%s %s" % (i.name, i.dtype, i.shape, describe_layout(i.layout)) for i in self.inputs)
+        for k, t in enumerate(self.terms):
+            if t.annotation is not None:
+                out += ", r%d %s" % (k, describe_layout(t.annotation))
+        return out
 
     # the reference ------------------------------------------------------------
     def loss(self, env):
@@ -339,6 +362,7 @@ def gen_unary(op, fn, domain):
         S = pick_shape(R)
         vals = {"any": V.normal, "pos": V.positive, "kink": V.away}[domain](S)
         c.inp("x", S, vals)
+        c.note = "%s(x %s)" % (op, S)
         c.term("%s(x)" % op, lambda e: fn(e["x"]), S)
         return c
     return gen
@@ -392,6 +416,8 @@ def gen_matmul(R, V, k, K):
     c.inp("y", sy, V.normal(sy))
     out = list(np.matmul(np.zeros(sx), np.zeros(sy)).shape)
     c.term("x @ y", lambda e: np.matmul(e["x"], e["y"]), out)
+    c.contractions.append(({(2, 2): "ij,jk->ik", (3, 2): "bij,jk->bik", (3, 3): "bij,bjk->bik",
+                            (1, 2): "j,jk->k", (2, 1): "ij,j->i"}[(len(sx), len(sy))], ["x", "y"], c.terms[-1]))
     return c
 
 
@@ -614,7 +640,7 @@ def gen_einsum(R, V, k, K):
         ins, out = spec.split("->")
         ins = ins.split(",")
         while True:
-            size = {ch: R.choice([2, 4, 8]) for ch in set("".join(ins))}
+            size = {ch: R.choice([2, 4, 8]) for ch in sorted(set("".join(ins)))}
             if all(int(np.prod([size[ch] for ch in s])) <= 64 for s in ins):
                 break
         names = []
@@ -627,6 +653,7 @@ def gen_einsum(R, V, k, K):
         c.term("einsum(\"%s\", %s)" % (spec, ", ".join(names)),
                (lambda spec, names: lambda e: np.einsum(spec, *[e[n] for n in names]))(spec, names),
                [size[ch] for ch in out])
+        c.contractions.append((spec, names, c.terms[-1]))
     c.note = "; ".join(notes)
     return c
 
@@ -797,6 +824,7 @@ def gen_hvp(R, V, k, K):
         c.inp("m", [8, 4], V.normal([8, 4], 0.5), diff=False)
         c.inp("cc", [4, 4], V.normal([4, 4]), diff=False)
         xm, mm, cm = (i.mtype() for i in c.inputs)
+        c.contractions.append(("ij,jk->ik", ["x", "m"], None))
         c.helpers.append("fn h_@ID(x: %s, m: %s, cc: %s) -> f32 {\n"
                          "    sum(tanh(x @ m) * cc) + 0.1 * sum(x * x * x)\n}" % (xm, mm, cm))
 
@@ -960,6 +988,31 @@ GIR_OPS = {
 }
 
 
+# Every element-wise function (enum Ew of src/ir/gir.h) and reduction kind (enum
+# ReduceKind), printed `elementwise NAME` / `reduce NAME` in the GIR: as GIR_OPS.
+EW_KINDS = {
+    "Add": (["+"], None), "Sub": (["-"], None), "Mul": (["*"], None), "Div": (["/"], None),
+    "Mod": (["%"], None), "Max": (["max"], None), "Min": (["min"], None),
+    "Eq": (None, "bool result"), "Ne": (None, "bool result"), "Lt": (None, "bool result"),
+    "Le": (None, "bool result"), "Gt": (None, "bool result"), "Ge": (None, "bool result"),
+    "And": (None, "bool result"), "Or": (None, "bool result"),
+    "Neg": (["-x"], None), "Not": (None, "bool result"),
+    "Exp": (["exp"], None), "Log": (["log"], None), "Sqrt": (["sqrt"], None), "Rsqrt": (["rsqrt"], None),
+    "Tanh": (["tanh"], None), "Sigmoid": (["sigmoid"], None), "Relu": (["relu"], None),
+    "Gelu": (["gelu"], None), "Abs": (["abs"], None), "Select": (["select"], None), "Cast": (["cast"], None),
+}
+REDUCE_KINDS = {"Sum": (["sum"], None), "Mean": (["mean"], None), "Max": (["max_over"], None)}
+GIR_H = os.path.join(ROOT, "src", "ir", "gir.h")
+
+
+def read_enum(name):
+    with open(GIR_H) as f:
+        m = re.search(r"enum\s+class\s+%s\b[^{]*\{([^}]*)\}" % name, f.read())
+    if not m:
+        return None
+    return [e.strip() for e in re.sub(r"//[^\n]*", "", m.group(1)).split(",") if e.strip()]
+
+
 def read_defs():
     with open(BUILTINS_DEF) as f:
         builtins = re.findall(r"^\s*MESHC_BUILTIN\(\s*(\w+)\s*,\s*\"([^\"]*)\"\s*\)", f.read(), re.M)
@@ -988,12 +1041,25 @@ def check_tables(builtins, ops):
     for o in GIR_OPS:
         if o not in op_names:
             problems.append("GIR_OPS entry %s is not an op of ops.def (stale)" % o)
+    for enum, table, tname in (("Ew", EW_KINDS, "EW_KINDS"), ("ReduceKind", REDUCE_KINDS, "REDUCE_KINDS")):
+        kinds = read_enum(enum)
+        if kinds is None:
+            problems.append("no `enum class %s` in %s" % (enum, GIR_H))
+            continue
+        for e in kinds:
+            if e not in table:
+                problems.append("%s::%s of gir.h has no entry in grad_builtins.py's %s: give it an adjoint test "
+                                "or the reason it needs none" % (enum, e, tname))
+        for e in table:
+            if e not in kinds:
+                problems.append("%s entry %s is not in gir.h's enum %s (stale)" % (tname, e, enum))
     entries = entry_table()
-    for o, (needs, _why) in GIR_OPS.items():
-        if isinstance(needs, list):
-            for n in needs:
-                if n not in entries or entries[n][0] != "differentiable":
-                    problems.append("GIR_OPS[%s] names `%s`, which is not a differentiable entry" % (o, n))
+    for tname, table in (("GIR_OPS", GIR_OPS), ("EW_KINDS", EW_KINDS), ("REDUCE_KINDS", REDUCE_KINDS)):
+        for o, (needs, _why) in table.items():
+            if isinstance(needs, list):
+                for n in needs:
+                    if n not in entries or entries[n][0] != "differentiable":
+                        problems.append("%s[%s] names `%s`, which is not a differentiable entry" % (tname, o, n))
     return problems
 
 
@@ -1013,6 +1079,8 @@ def run_cmd(cmd, cwd=None, timeout=300):
     try:
         p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
         return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), time.time() - t0
+    except OSError as e:
+        return -1, "", "cannot run %s: %s" % (cmd[0], e), time.time() - t0
     except subprocess.TimeoutExpired as e:
         return None, (e.stdout or b"").decode("utf-8", "replace"), (e.stderr or b"").decode("utf-8", "replace"), \
             time.time() - t0
@@ -1037,7 +1105,7 @@ def build_and_run(meshc, src_path, cases, variant, flags, work):
     exe = "%s.%s" % (stem, variant)
     rc, out, err, _ = run_cmd([meshc, "build", src_path, "-o", exe] + flags)
     if rc != 0:
-        return "meshc build %s failed (status %s):\n%s" % (" ".join(flags), rc, clip(out + err)), None
+        return "meshc build%s failed (status %s):\n%s" % ("".join(" " + f for f in flags), rc, clip(out + err)), None
     rundir = "%s.%s.run" % (stem, variant)
     shutil.rmtree(rundir, ignore_errors=True)
     os.makedirs(rundir)
@@ -1081,7 +1149,7 @@ def compare(case, rundir, ref):
             idx = np.unravel_index(int(np.argmax(np.where(np.isfinite(err), err, np.inf))), err.shape) \
                 if err.ndim else ()
             msg = "%s: %d of %d values off, max error %.3g at %s (got %.6g, expected %.6g)" % (
-                label, int(bad.sum()), bad.size, float(np.nanmax(err)) if err.size else 0.0, list(idx),
+                label, int(bad.sum()), bad.size, float(np.nanmax(err)) if err.size else 0.0, [int(i) for i in idx],
                 float(gv[idx]), float(ref_v[idx]))
             if bad.size <= 64:
                 msg += "\n      got:\n%s\n      expected:\n%s" % (
@@ -1091,14 +1159,15 @@ def compare(case, rundir, ref):
     return problems, worst
 
 
-OP_LINE = re.compile(r"^\s+(?:%[^=]*=\s*)?([a-z_]+)\b")
+OP_LINE = re.compile(r"^\s+(?:%[^=]*=\s*)?([a-z_]+)\b(?:\s+([a-z_]+)\b)?")
 FUNC_LINE = re.compile(r"^func @([^(]+)\(")
 
 
 def gir_ops(meshc, src_path):
     """{function name: set of printed GIR op names} of the checked (forward) GIR, or
     None when the emission fails."""
-    rc, out, err, _ = run_cmd([meshc, "build", src_path, "--emit=gir-checked"])
+    # In the work folder: `build --emit=gir-checked` may leave an executable STEM there.
+    rc, out, err, _ = run_cmd([meshc, "build", src_path, "--emit=gir-checked"], cwd=os.path.dirname(src_path))
     if rc != 0:
         return None
     funcs, cur = {}, None
@@ -1110,13 +1179,23 @@ def gir_ops(meshc, src_path):
         m = OP_LINE.match(line)
         if m and cur is not None:
             cur.add(m.group(1))
+            if m.group(1) in ("elementwise", "reduce") and m.group(2):
+                cur.add("%s %s" % (m.group(1), m.group(2)))
     return funcs
 
 
-def known_bug(case):
+def known_bug(case, failure=None):
+    """The KNOWN_BUGS entry that explains the case's failure (failure: its text), or,
+    with failure None, the entry whose layout predicate matches the case (XPASS)."""
     for b in KNOWN_BUGS:
-        if b["builtin"] == case.builtin and (b.get("match") is None or b["match"](case)):
-            return b
+        names = b["builtin"] if isinstance(b["builtin"], (tuple, list)) else (b["builtin"],)
+        if "*" not in names and case.builtin not in names:
+            continue
+        if b.get("match") is not None and not b["match"](case):
+            continue
+        if b.get("error") is not None and (failure is None or not re.search(b["error"], failure)):
+            continue
+        return b
     return None
 
 
@@ -1249,13 +1328,18 @@ def main():
 
     # Report failures.
     failed = bool(problems)
+    for cases, variant, flags, error in retry:
+        if all(results.get(c.uid, {}).get(variant, (False,))[0] for c in cases):
+            failed = True
+            print("\nFAIL: a program of %d cases failed (%s) although each case passes alone:\n%s"
+                  % (len(cases), variant, indent(error)))
     xfails, xpasses = [], []
     per_entry = {}
     for cases in programs:
         for c in cases:
             res = results.get(c.uid, {})
             ok = all(res.get(v, (False,))[0] for v, _ in VARIANTS)
-            bug = known_bug(c)
+            bug = known_bug(c, None if ok else "\n".join(p for r in res.values() for p in r[1]))
             st = per_entry.setdefault(c.builtin, {"cases": 0, "pass": 0, "xfail": 0, "worst": 0.0})
             st["cases"] += 1
             st["worst"] = max([st["worst"]] + [r[2] for r in res.values()])
@@ -1288,10 +1372,10 @@ def main():
     all_seen = set().union(*seen_ops.values()) if seen_ops else set()
     printed = dict(ops)
     coverage = []
-    for o, (needs, why) in GIR_OPS.items():
-        if o not in printed:
-            continue
-        pn = printed[o]
+    kinds = [(o, printed[o], needs, why) for o, (needs, why) in GIR_OPS.items() if o in printed]
+    kinds += [("Ew::" + e, "elementwise " + e.lower(), needs, why) for e, (needs, why) in EW_KINDS.items()]
+    kinds += [("ReduceKind::" + e, "reduce " + e.lower(), needs, why) for e, (needs, why) in REDUCE_KINDS.items()]
+    for o, pn, needs, why in kinds:
         if needs is None:
             coverage.append((o, "not differentiable: " + why))
         elif needs == "coercion":
@@ -1330,7 +1414,7 @@ def main():
         if st["pass"] == st["cases"]:
             res = "pass"
         elif st["pass"] + st["xfail"] == st["cases"]:
-            res = "XFAIL (known bug)"
+            res = "%d pass, %d XFAIL (known bug)" % (st["pass"], st["xfail"])
         else:
             res = "FAIL (%d of %d)" % (st["cases"] - st["pass"] - st["xfail"], st["cases"])
         rows.append((n, groups.get(n, kind), str(st["cases"]), res + ("" if res != "pass" else
