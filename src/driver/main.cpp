@@ -418,6 +418,8 @@ int run_check(const CheckOptions& options) {
             internal_error("autodiff produced invalid GIR", __FILE__, __LINE__);
         }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
+        // `build --emit=gir|gir-checked` prints and stops, like the other forms.
+        if (options.build && (options.emit == "gir" || options.emit == "gir-checked")) continue;
         if (options.build) {
             int status = build_program(options, sources, diags, program, gir, path, timer);
             if (status != 0 || diags.has_errors()) {
