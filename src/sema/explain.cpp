@@ -330,23 +330,29 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
                        t.bytes_sent, seconds(t.seconds), facts.peak_bytes[index]);
 }
 
-void program_totals(std::ostream& out, const ir::Module& module, const ProgramFacts& facts) {
-    if (facts.main < 0) return;
-    double collectives = 0, bytes = 0, secs = 0, backward = 0;
-    bool exact = true;
+/// One run of main: every reached instance's totals times its runs.
+FunctionTotals whole_program(const ir::Module& module, const ProgramFacts& facts) {
+    FunctionTotals p;
     for (size_t i = 0; i < module.functions.size(); ++i) {
         if (facts.runs[i] == 0) continue;
         FunctionTotals t = function_totals(module, module.functions[i]);
-        collectives += facts.runs[i] * t.collectives;
-        backward += facts.runs[i] * t.backward_collectives;
-        bytes += facts.runs[i] * t.bytes_sent;
-        secs += facts.runs[i] * t.seconds;
-        exact = exact && t.exact && facts.exact[i];
+        p.collectives += facts.runs[i] * t.collectives;
+        p.backward_collectives += facts.runs[i] * t.backward_collectives;
+        p.bytes_sent += facts.runs[i] * t.bytes_sent;
+        p.backward_bytes_sent += facts.runs[i] * t.backward_bytes_sent;
+        p.seconds += facts.runs[i] * t.seconds;
+        p.exact = p.exact && t.exact && facts.exact[i];
     }
+    return p;
+}
+
+void program_totals(std::ostream& out, const ir::Module& module, const ProgramFacts& facts) {
+    if (facts.main < 0) return;
+    FunctionTotals p = whole_program(module, facts);
     out << fmt::format("\nprogram (one run of main): {}{} collectives ({} backward), {:.0f} bytes sent per device, {}; "
                        "peak live tensors {} bytes per device\n",
-                       exact ? "" : "at least ", count_text(collectives), count_text(backward), bytes, seconds(secs),
-                       facts.peak_bytes[static_cast<size_t>(facts.main)]);
+                       p.exact ? "" : "at least ", count_text(p.collectives), count_text(p.backward_collectives),
+                       p.bytes_sent, seconds(p.seconds), facts.peak_bytes[static_cast<size_t>(facts.main)]);
 }
 
 }  // namespace
@@ -495,22 +501,12 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
     root["functions"] = std::move(functions);
     if (facts.main >= 0) {
         ordered_json program;
-        double collectives = 0, backward = 0, bytes = 0, secs = 0;
-        bool all_exact = true;
-        for (size_t i = 0; i < module.functions.size(); ++i) {
-            if (facts.runs[i] == 0) continue;
-            FunctionTotals t = function_totals(module, module.functions[i]);
-            collectives += facts.runs[i] * t.collectives;
-            backward += facts.runs[i] * t.backward_collectives;
-            bytes += facts.runs[i] * t.bytes_sent;
-            secs += facts.runs[i] * t.seconds;
-            all_exact = all_exact && t.exact && facts.exact[i];
-        }
-        program["collectives"] = collectives;
-        program["backward_collectives"] = backward;
-        program["sent_bytes"] = bytes;
-        program["cost_s"] = secs;
-        program["exact"] = all_exact;
+        FunctionTotals p = whole_program(module, facts);
+        program["collectives"] = p.collectives;
+        program["backward_collectives"] = p.backward_collectives;
+        program["sent_bytes"] = p.bytes_sent;
+        program["cost_s"] = p.seconds;
+        program["exact"] = p.exact;
         program["peak_bytes"] = facts.peak_bytes[static_cast<size_t>(facts.main)];
         root["program"] = std::move(program);
     }
