@@ -1,0 +1,316 @@
+// Type, shape and sharding inference, AST -> GIR; see sema/infer.h.
+//
+// Each function is lowered once per instantiation (sizes and meshes bound). Values are
+// typed as they are built: shapes and element types by the usual rules, layouts by the
+// sharding rules of LANGUAGE.md section 6 applied forward, and backwards for creation
+// ops: a value made by `zeros`, `random_normal`, ... (and element-wise chains of such
+// values) is "flexible" until its first use that needs a layout, which then fixes it, so
+// each device creates only its own piece and nothing moves. Where a value's layout
+// differs from what a use requires, plan_coercion() inserts the collectives (or free
+// local slices) that convert it.
+//
+// The checker's shared state: the per-program Inferer and the per-instance
+// FunctionBuilder, and the values they pass around. The checker is split by construct,
+// one file per family (handle_*.cpp), in the manner of a handler table:
+//   builder.cpp            emitting ops, types from the AST, layouts, coercions
+//   handle_aggregate.cpp   tuples, structs, struct literals, binding generics
+//   handle_stmt.cpp        statements, bindings, returns, names
+//   handle_expr.cpp        expressions: the dispatch
+//   handle_control.cpp     if, for, regions
+//   handle_elementwise.cpp element-wise operators and broadcasting
+//   handle_contract.cpp    matmul, einsum, reductions
+//   handle_call.cpp        calls of user functions and of grad, loads, reshapes, arguments
+//   handle_builtin.cpp     the built-ins
+//   inferer.cpp            instances, probing generic functions, infer_program()
+// Internal to sema/check: nothing outside it includes this header.
+#pragma once
+
+#include "sema/infer.h"
+
+#include <algorithm>
+#include <limits>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sema/builtins.h"
+#include "ir/cost_model.h"
+#include "ir/reshard_plan.h"
+#include "sema/mesh.h"
+#include "sema/signature.h"
+#include "syntax/ast_printer.h"
+
+namespace meshc::sema::check {
+
+using namespace meshc::ast;
+using ir::TensorType;
+using ir::ValueId;
+using sema::AxisList;
+
+// Thrown after a diagnostic has been emitted, to abandon the current instantiation.
+struct Abandon {};
+// Thrown when a choice made in this instantiation turned out costlier than its
+// alternative: the instantiation is lowered again with the alternative (a hint).
+struct Retry {};
+
+// Identifies a source construct across attempts.
+using SpanKey = std::tuple<FileId, uint32_t, uint32_t>;
+inline SpanKey key_of(Span s) { return {s.file, s.begin, s.end}; }
+
+inline std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+inline bool is_float(DType t) {
+    return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+}
+
+inline std::string mesh_axis_list(const Mesh& mesh, const sema::AxisList& axes) {
+    std::string s;
+    for (uint8_t a : axes) s += (s.empty() ? "" : ", ") + mesh.axes[a].name;
+    return s;
+}
+
+struct Binding {
+    std::map<std::string_view, int64_t> sizes;
+    std::map<std::string_view, int32_t> meshes;  // generic mesh parameter -> module mesh
+
+    /// `B = 8, D = 16` for messages.
+    std::string describe() const {
+        std::string out;
+        for (const auto& [n, v] : sizes) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, v);
+        return out;
+    }
+
+    std::string key() const {
+        std::string k;
+        for (const auto& [n, v] : sizes) k += fmt::format("{}={};", n, v);
+        for (const auto& [n, m] : meshes) k += fmt::format("{}=@{};", n, m);
+        return k;
+    }
+};
+
+// What a name denotes inside a function body.
+struct Val {
+    // Poison: the value of a statement that failed (its error was reported); using it
+    // abandons the using statement silently, so one mistake gives one diagnostic.
+    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct, Poison } kind = Tensor;
+    ValueId id = ir::kNoValue;
+    const Item* fn = nullptr;            // Function; Struct: the struct item
+    Builtin builtin = Builtin::Count;
+    size_t module = 0;
+    std::vector<Val> elems;              // Tuple elements; Struct fields in declaration order
+    std::shared_ptr<Binding> binding;    // Struct: its generic arguments
+
+    static Val tensor(ValueId v) { return Val{Tensor, v}; }
+};
+
+// The type of a parameter, result, field or annotation: a tensor, or an aggregate of them.
+struct AggType {
+    enum Kind { Tensor, Tuple, Struct } kind = Tensor;
+    TensorType tensor;
+    std::vector<std::string_view> dim_names;  // Tensor: size-variable name of each dim, or ""
+    std::vector<AggType> elems;          // Tuple elements; Struct fields
+    const Item* item = nullptr;          // Struct
+    std::shared_ptr<Binding> binding;    // Struct: its generic arguments
+    const Item* item_module_hint = nullptr;
+};
+
+class Inferer;
+
+// Lowers one function instance.
+class FunctionBuilder {
+public:
+    FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& item, size_t module_index,
+                    Binding binding);
+    void lower_body();
+
+private:
+    friend class Inferer;
+    // ---------------------------------------------------------------- helpers
+    [[noreturn]] void fail(DiagCode code, Span span, std::string message,
+                           std::vector<std::pair<std::string, Span>> notes = {});
+    const TensorType& type(ValueId v) const { return f_.types[v]; }
+    ValueId emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names = {});
+    std::string type_str(const TensorType& t) const;
+    const Mesh* mesh_of(const TensorType& t) const;
+
+    int64_t eval_dim(const Dim& d);
+    TensorType type_from_ast(const Type& t, std::vector<std::string_view>* dim_names);
+    Layout layout_from_ast(const Type& t, const TensorType& partial_type, const Mesh& mesh);
+    int32_t mesh_index(const Ident& name);
+
+    // layouts
+    void fix_layout(ValueId v, int32_t mesh, const Layout& layout);
+    /// Gives a weakly typed value (an untyped literal, a creation op without a dtype, or
+    /// an element-wise chain of those) the element type its context asks for, with the
+    /// chain that made it; it is then typed (a second context must agree).
+    void settle_dtype(ValueId v, DType dtype);
+    /// E0105 / E0308 when the literal or `full` fill value that makes v cannot be a
+    /// `dtype` value (out of range, or a fraction for an integer type).
+    void check_fits(ValueId v, DType dtype);
+    ValueId coerce(ValueId v, const TensorType& target, Span span, const std::string& reason,
+                   bool inserted = true);
+    ValueId plan_coercion(ValueId v, int32_t mesh, const Layout& target, Span span,
+                          const std::string& reason, bool inserted);
+    ValueId plan_coercion_once(ValueId v, int32_t mesh, const Layout& target, Span span,
+                          const std::string& reason, bool inserted);
+    ValueId collective(ir::OpKind kind, ValueId v, AxisSet axes, int32_t dim, int32_t dim2,
+                       Layout result, Span span, const std::string& reason, bool inserted);
+    ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
+    /// Coercions done so far, by (value, target layout, the op list they were done in).
+    std::map<std::tuple<ValueId, std::string, const void*>, ValueId> coerced_;
+    ValueId place(ValueId v, int32_t mesh, Span span, bool scalars_too = false);
+
+    // aggregates, statements, control flow
+    struct Binding_ {
+        Val value;
+        bool is_var = false;
+        // A `var` whose first value was still flexible (created without a layout): its
+        // layout may follow its later assignments (see assign()).
+        bool flexible_start = false;
+        Span decl;
+    };
+    AggType agg_type_from_ast(const Type& t);
+    AggType struct_type(const Item& item, Binding inner);
+    const Item* find_struct(const Type& t);
+    void flatten(const Val& v, std::vector<ValueId>& out, Span span);
+    void flatten_type(const AggType& t, std::vector<const AggType*>& out);
+    Val unflatten(const AggType& t, const std::vector<ValueId>& values, size_t& next);
+    std::string agg_string(const AggType& t) const;
+    Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
+    void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
+    Val struct_literal(const Expr& e);
+    void keep_generic_meshes(const Item& item, Binding& b);
+    void bind_pattern(const Pattern& p, Val v, Span span);
+    void lower_stmt(const Stmt& s);
+    void settle(const Val& v);
+    Binding_* find_binding(std::string_view name);
+    AggType type_of_val(const Val& v);
+    void assign(const Expr& target, Val value, Span span);
+    size_t field_index(const Item& item, const Ident& name);
+    Val lower_if(const Expr& e, bool as_value);
+    void poison_names(const Stmt& s);
+    bool failed_ = false;  // a statement of this instance failed (its error is reported)
+    AggType join_type(const AggType& a, const AggType& b);
+    void lower_for(const Stmt& s);
+    Val lower_block_value(const Block& b, bool as_value);
+    std::vector<std::string_view> assigned_vars(const Block& b);
+    ir::Region open_region(std::vector<ValueId> args);
+    void close_region(ir::Region& region, std::vector<ir::Op>* saved);
+    Val call_grad(const Expr& grad_call, const Expr& call);
+    ValueId new_value(TensorType t);
+    std::optional<Val> lower_returning(const std::vector<const Stmt*>& stmts, size_t i, const Expr* tail,
+                                       const AggType* rt);
+    ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
+    bool is_load_call(const Expr& e);
+    ValueId lower_load(const Expr& call, const AggType& t);
+    int32_t default_mesh() const;
+    ValueId scalar_condition(const Expr& e, DType want, const char* what);
+
+    // expressions
+    ValueId lower_expr(const Expr& e);
+    Val eval(const Expr& e);
+    Val lookup(const Ident& name);
+    ValueId constant(double value, DType dtype, bool weak, Span span);
+    ValueId elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span);
+    ValueId contract(std::string spec, ValueId a, ValueId b, Span span);
+    ValueId matmul(ValueId a, ValueId b, Span span);
+    ValueId reduce(ir::ReduceKind kind, ValueId x, std::vector<int64_t> dims, bool keep, Span span);
+    Val lower_call(const Expr& e);
+    ValueId lower_builtin(Builtin b, const Expr& call);
+    Val call_user(const Item& fn, size_t module_index, const Expr& call,
+                  std::vector<AggType>* param_types_out = nullptr);
+    std::vector<int64_t> shape_arg(const Expr& e);
+    int64_t int_arg(const Expr& e);
+    int64_t axis_arg(const Expr& e, ValueId operand);
+    AxisSet over_arg(const Expr& e, ValueId operand);
+    DType dtype_arg(const Expr& e);
+
+    Inferer& in_;
+    ir::Function& f_;
+    const Item& item_;
+    size_t module_index_;
+    Binding binding_;
+    std::vector<std::map<std::string_view, Binding_>> scopes_;
+    std::vector<bool> flexible_;
+    std::vector<bool> weak_;                     // untyped literals and creations: element type from context
+    // The op list and index of each value's producer (null for parameters and region
+    // arguments); valid while that list is open, which is as long as a value can be
+    // flexible.
+    std::vector<std::pair<std::vector<ir::Op>*, size_t>> producer_;
+    std::vector<ir::Op>* ops_ = nullptr;         // where emit() appends
+    std::shared_ptr<AggType> result_type_;
+    std::vector<std::vector<std::string_view>> dim_names_;
+    bool explicit_comm_ = false;
+    const Expr* statement_call_ = nullptr;  // a call whose value is discarded
+    const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
+    const Item* callee_item_ = nullptr;     // the callee then
+    // Contractions that left a pending sum where a gather was the alternative: what the
+    // gather would have cost, and what completing the sum has cost so far.
+    struct Choice {
+        SpanKey where;
+        double gather_cost;
+        double paid;
+    };
+    std::map<ValueId, Choice> choices_;
+    bool choice_pending_ = false;
+    double pending_gather_cost_ = 0;
+    void settle_choices();
+    double* dry_cost_ = nullptr;  // set while costing a plan without emitting it
+    Layout dry_layout_;
+    double coercion_cost(ValueId v, int32_t mesh, const Layout& target);
+    double coercion_cost_from(const TensorType& from, const Layout& target);
+    const TensorType* dry_type_ = nullptr;  // costing a value not built yet
+    const TensorType& plan_type(ValueId v) const { return dry_type_ ? *dry_type_ : type(v); }
+    // The type the expression at expected_span_ is converted to right away (a result
+    // type, an annotation): lets a choice count the conversion that follows it.
+    const TensorType* expected_ = nullptr;
+    // The struct type a struct literal at expected_agg_span_ is wanted as (an annotated
+    // `let`, a function's result): it binds the generics no field tells (a mesh).
+    const AggType* expected_agg_ = nullptr;
+    Span expected_agg_span_{};
+    Span expected_span_;
+};
+
+class Inferer {
+public:
+    Inferer(const SourceManager& sources, const Program& program, DiagnosticEngine& diags,
+            const InferOptions& options)
+        : sources_(sources), program_(program), diags_(&diags), options_(options) {}
+
+    ir::Module run();
+    bool instantiated(const Item& fn) const;
+    /// A generic function that nothing instantiates is still type-checked (see inferer.cpp).
+    void probe(const Item& fn);
+    static bool is_mesh_param(const Item& fn, std::string_view name);
+    static constexpr size_t kMaxCallDepth = 512;
+    /// The function index of `fn` instantiated with `binding`, or -1 after errors.
+    int32_t instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site);
+
+    const SourceManager& sources_;
+    const Program& program_;
+    DiagnosticEngine* diags_;  // a scratch engine while probing
+    const InferOptions& options_;
+    ir::Module module_;
+    std::map<const Item*, int32_t> mesh_items_;
+    std::map<const Item*, size_t> item_module_;
+    std::map<std::string, int32_t> instances_;
+    std::set<const Item*> active_;
+    std::set<int32_t> failed_;
+    /// Contractions with a one-sided contracted split where gathering is the better plan.
+    // Contractions (by the function instance's label and the span) found cheaper with a
+    // gather: each instance is planned for its own sizes.
+    std::set<std::pair<std::string, SpanKey>> gather_hints_;
+    /// Vars (by declaration) whose layout follows a later assignment: (mesh, layout).
+    std::map<SpanKey, std::pair<int32_t, Layout>> var_hints_;
+};
+
+}  // namespace meshc::sema::check

@@ -1,0 +1,320 @@
+// Tuples and structs: aggregate types, flattening to tensors, struct literals, and
+// binding a function's generic sizes and meshes from its arguments.
+#include "sema/check/context.h"
+
+namespace meshc::sema::check {
+
+// ---------------------------------------------------------------- aggregates
+
+AggType FunctionBuilder::agg_type_from_ast(const Type& t) {
+    AggType a;
+    switch (t.kind) {
+    case TypeKind::Scalar:
+    case TypeKind::Tensor:
+        a.kind = AggType::Tensor;
+        a.tensor = type_from_ast(t, &a.dim_names);
+        return a;
+    case TypeKind::Tuple:
+        a.kind = AggType::Tuple;
+        for (const Type* e : t.elements) a.elems.push_back(agg_type_from_ast(*e));
+        return a;
+    case TypeKind::Named: break;
+    }
+    const Item* item = find_struct(t);
+    Binding inner;
+    for (size_t i = 0; i < item->generics.size() && i < t.args.size(); ++i) {
+        const GenericParam& g = item->generics[i];
+        const Dim& arg = *t.args[i];
+        if (g.kind && g.kind->name == "Mesh") {
+            inner.meshes[g.name.name] = mesh_index(arg.name);
+        } else {
+            inner.sizes[g.name.name] = eval_dim(arg);
+        }
+    }
+    return struct_type(*item, std::move(inner));
+}
+
+AggType FunctionBuilder::struct_type(const Item& item, Binding inner) {
+    AggType a;
+    a.kind = AggType::Struct;
+    a.item = &item;
+    a.binding = std::make_shared<Binding>(inner);
+    std::swap(binding_, inner);  // field types are written in the struct's own generics
+    try {
+        for (const Param& field : item.fields) a.elems.push_back(agg_type_from_ast(*field.type));
+    } catch (...) {
+        std::swap(binding_, inner);
+        throw;
+    }
+    std::swap(binding_, inner);
+    return a;
+}
+
+const Item* FunctionBuilder::find_struct(const Type& t) {
+    const Module* module = in_.program_.modules[module_index_].get();
+    if (t.module) {
+        for (const Item* item : module->items) {
+            if (item->kind == ItemKind::Import && item->name.name == t.module->name) {
+                module = in_.program_.modules[in_.program_.import_targets.at(item)].get();
+            }
+        }
+    }
+    for (const Item* item : module->items) {
+        if (item->kind == ItemKind::Struct && item->name.name == t.name.name) return item;
+    }
+    fail(DiagCode::E0310, t.span, fmt::format("`{}` is not a struct here", t.name.name));
+}
+
+void FunctionBuilder::flatten(const Val& v, std::vector<ValueId>& out, Span span) {
+    if (v.kind == Val::Poison) throw Abandon{};
+    switch (v.kind) {
+    case Val::Tensor: out.push_back(v.id); return;
+    case Val::Tuple:
+    case Val::Struct:
+        for (const Val& e : v.elems) flatten(e, out, span);
+        return;
+    default: fail(DiagCode::E0309, span, "a function is not a value here");
+    }
+}
+
+void FunctionBuilder::flatten_type(const AggType& t, std::vector<const AggType*>& out) {
+    if (t.kind == AggType::Tensor) {
+        out.push_back(&t);
+        return;
+    }
+    for (const AggType& e : t.elems) flatten_type(e, out);
+}
+
+// Rebuilds a Val of type `t` from flat GIR values, consuming them from `next`.
+Val FunctionBuilder::unflatten(const AggType& t, const std::vector<ValueId>& values, size_t& next) {
+    if (t.kind == AggType::Tensor) return Val::tensor(values[next++]);
+    Val v;
+    v.kind = t.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
+    v.fn = t.item;
+    v.binding = t.binding;
+    for (const AggType& e : t.elems) v.elems.push_back(unflatten(e, values, next));
+    return v;
+}
+
+std::string FunctionBuilder::agg_string(const AggType& t) const {
+    switch (t.kind) {
+    case AggType::Tensor: return type_str(t.tensor);
+    case AggType::Tuple: {
+        std::string s = "(";
+        for (size_t i = 0; i < t.elems.size(); ++i) s += (i ? ", " : "") + agg_string(t.elems[i]);
+        return s + (t.elems.size() == 1 ? ",)" : ")");
+    }
+    case AggType::Struct: return fmt::format("struct {}", t.item->name.name);
+    }
+    return "?";
+}
+
+Val FunctionBuilder::coerce_val(Val v, const AggType& t, Span span, const std::string& reason,
+                                bool inserted) {
+    if (v.kind == Val::Poison) throw Abandon{};
+    if (t.kind == AggType::Tensor) {
+        if (v.kind != Val::Tensor) fail(DiagCode::E0307, span, fmt::format("expected {} ({}), found a tuple or struct", type_str(t.tensor), reason));
+        ValueId r = coerce(v.id, t.tensor, span, reason, inserted);
+        if (!t.dim_names.empty()) dim_names_[r] = t.dim_names;
+        return Val::tensor(r);
+    }
+    Val::Kind want = t.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
+    if (v.kind != want || v.elems.size() != t.elems.size() || (want == Val::Struct && v.fn != t.item)) {
+        fail(DiagCode::E0307, span, fmt::format("expected {} ({})", agg_string(t), reason));
+    }
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+        std::string field = want == Val::Struct ? fmt::format("field `{}` of ", t.item->fields[i].name.name) : "";
+        v.elems[i] = coerce_val(std::move(v.elems[i]), t.elems[i], span, field + reason, inserted);
+    }
+    v.binding = t.binding;
+    return v;
+}
+
+// Binds the generic sizes and meshes of `param` (a type in the callee's or struct's
+// generics) from the value `arg`, the way unification would.
+void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& b, Span span) {
+    switch (param.kind) {
+    case TypeKind::Scalar: return;
+    case TypeKind::Tensor: {
+        if (arg.kind != Val::Tensor) return;
+        const TensorType& at = type(arg.id);
+        if (param.mesh && at.mesh >= 0 && !b.meshes.count(param.mesh->name)) {
+            b.meshes[param.mesh->name] = at.mesh;
+        }
+        if (at.rank() != param.shape.size()) {
+            fail(DiagCode::E0307, span,
+                 fmt::format("rank mismatch: expected a tensor of rank {}, found {}", param.shape.size(), type_str(at)),
+                 {{fmt::format("the declared type is {}", syntax::type_to_string(param)), {}}});
+        }
+        for (size_t d = 0; d < param.shape.size(); ++d) {
+            const Dim& dim = *param.shape[d];
+            if (dim.kind == DimKind::Var && !b.sizes.count(dim.name.name)) b.sizes[dim.name.name] = at.shape[d];
+        }
+        // A size inside `B * 2`, `B + 1`, `2 * B - 1`... is solved from the argument's
+        // size once the rest of the expression is known (the call's type check then
+        // reports a size that does not fit).
+        std::function<std::optional<int64_t>(const Dim&)> known = [&](const Dim& x) -> std::optional<int64_t> {
+            switch (x.kind) {
+            case DimKind::Int: return x.value;
+            case DimKind::Var: {
+                auto it = b.sizes.find(x.name.name);
+                if (it == b.sizes.end()) return std::nullopt;
+                return it->second;
+            }
+            case DimKind::Axis: return std::nullopt;
+            case DimKind::Binary: {
+                auto l = known(*x.lhs), r = known(*x.rhs);
+                if (!l || !r) return std::nullopt;
+                switch (x.op) {
+                case DimOp::Add: return *l + *r;
+                case DimOp::Sub: return *l - *r;
+                case DimOp::Mul: return *l * *r;
+                case DimOp::Div: return *r != 0 ? std::optional<int64_t>(*l / *r) : std::nullopt;
+                case DimOp::Mod: return *r != 0 ? std::optional<int64_t>(*l % *r) : std::nullopt;
+                }
+                return std::nullopt;
+            }
+            }
+            return std::nullopt;
+        };
+        std::function<void(const Dim&, int64_t)> solve = [&](const Dim& x, int64_t target) {
+            if (x.kind == DimKind::Var) {
+                if (!b.sizes.count(x.name.name) && target >= 0) b.sizes[x.name.name] = target;
+                return;
+            }
+            if (x.kind != DimKind::Binary) return;
+            auto l = known(*x.lhs), r = known(*x.rhs);
+            if (l && r) return;
+            if (!l && !r) return;
+            int64_t k = l ? *l : *r;
+            const Dim& unknown = l ? *x.rhs : *x.lhs;
+            switch (x.op) {
+            case DimOp::Add: solve(unknown, target - k); break;
+            case DimOp::Sub: solve(unknown, l ? k - target : target + k); break;
+            case DimOp::Mul:
+                if (k != 0 && target % k == 0) solve(unknown, target / k);
+                break;
+            case DimOp::Div:
+            case DimOp::Mod: break;
+            }
+        };
+        for (size_t d = 0; d < param.shape.size(); ++d) {
+            if (param.shape[d]->kind == DimKind::Binary) solve(*param.shape[d], at.shape[d]);
+        }
+        return;
+    }
+    case TypeKind::Tuple:
+        if (arg.kind != Val::Tuple) return;
+        for (size_t i = 0; i < param.elements.size() && i < arg.elems.size(); ++i) {
+            bind_generics(*param.elements[i], arg.elems[i], b, span);
+        }
+        return;
+    case TypeKind::Named: {
+        if (arg.kind != Val::Struct || !arg.binding) return;
+        const Item& item = *arg.fn;
+        for (size_t i = 0; i < item.generics.size() && i < param.args.size(); ++i) {
+            const Dim& a = *param.args[i];
+            if (a.kind != DimKind::Var) continue;
+            const GenericParam& g = item.generics[i];
+            if (g.kind && g.kind->name == "Mesh") {
+                auto m = arg.binding->meshes.find(g.name.name);
+                if (m != arg.binding->meshes.end() && !b.meshes.count(a.name.name)) b.meshes[a.name.name] = m->second;
+            } else {
+                auto n = arg.binding->sizes.find(g.name.name);
+                if (n != arg.binding->sizes.end() && !b.sizes.count(a.name.name)) b.sizes[a.name.name] = n->second;
+            }
+        }
+        return;
+    }
+    }
+}
+
+// A binding names only the item's generic meshes (a declared mesh is not a parameter).
+void FunctionBuilder::keep_generic_meshes(const Item& item, Binding& b) {
+    for (auto it = b.meshes.begin(); it != b.meshes.end();) {
+        bool generic = std::any_of(item.generics.begin(), item.generics.end(), [&](const GenericParam& g) {
+            return g.name.name == it->first && g.kind && g.kind->name == "Mesh";
+        });
+        it = generic ? std::next(it) : b.meshes.erase(it);
+    }
+}
+
+Val FunctionBuilder::struct_literal(const Expr& e) {
+    const Module& module = *in_.program_.modules[module_index_];
+    const Item* item = nullptr;
+    for (const Item* it : module.items) {
+        if (it->kind == ItemKind::Struct && it->name.name == e.name.name) item = it;
+    }
+    if (!item) fail(DiagCode::E0310, e.name.span, fmt::format("`{}` is not a struct here", e.name.name));
+    std::vector<Val> values(item->fields.size());
+    // A field given as `load(...)` takes its type from the field's declaration, once the
+    // struct's generic parameters are known from the other fields or the wanted type.
+    std::vector<const Expr*> loads(item->fields.size(), nullptr);
+    for (const FieldInit& f : e.fields) {
+        for (size_t i = 0; i < item->fields.size(); ++i) {
+            if (item->fields[i].name.name != f.name.name) continue;
+            if (is_load_call(*f.value)) {
+                loads[i] = f.value;
+            } else {
+                values[i] = eval(*f.value);
+            }
+        }
+    }
+    Binding inner;
+    for (size_t i = 0; i < item->fields.size(); ++i) {
+        if (!loads[i]) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+    }
+    keep_generic_meshes(*item, inner);
+    const AggType* wanted = expected_agg_ && expected_agg_->item == item && expected_agg_->binding &&
+                                    key_of(expected_agg_span_) == key_of(e.span)
+                                ? expected_agg_
+                                : nullptr;
+    for (const GenericParam& g : item->generics) {
+        bool is_mesh = g.kind && g.kind->name == "Mesh";
+        if (is_mesh && !inner.meshes.count(g.name.name) && wanted) {
+            // No field says where the struct lives: the type it is wanted as does.
+            if (auto it = wanted->binding->meshes.find(g.name.name); it != wanted->binding->meshes.end()) inner.meshes[g.name.name] = it->second;
+        }
+        if (!is_mesh && !inner.sizes.count(g.name.name) && wanted) {
+            if (auto it = wanted->binding->sizes.find(g.name.name); it != wanted->binding->sizes.end()) inner.sizes[g.name.name] = it->second;
+        }
+        if (is_mesh && !inner.meshes.count(g.name.name) && default_mesh() >= 0) {
+            inner.meshes[g.name.name] = default_mesh();  // fields not placed yet
+        }
+        bool bound = is_mesh ? inner.meshes.count(g.name.name) > 0 : inner.sizes.count(g.name.name) > 0;
+        if (!bound) {
+            fail(DiagCode::E0310, e.span,
+                 fmt::format("cannot infer the generic parameter `{}` of `{}` from the fields", g.name.name, item->name.name));
+        }
+    }
+    AggType t = struct_type(*item, inner);
+    for (size_t i = 0; i < loads.size(); ++i) {
+        if (loads[i]) values[i] = Val::tensor(lower_load(*loads[i], t.elems[i]));
+    }
+    Val v;
+    v.kind = Val::Struct;
+    v.fn = item;
+    v.elems = std::move(values);
+    return coerce_val(std::move(v), t, e.span, fmt::format("the struct `{}`", item->name.name));
+}
+
+// ---------------------------------------------------------------- body
+
+void FunctionBuilder::bind_pattern(const Pattern& p, Val v, Span span) {
+    switch (p.kind) {
+    case PatternKind::Wildcard: return;
+    case PatternKind::Name:
+        if (v.kind == Val::Tensor && f_.names[v.id].empty()) f_.names[v.id] = std::string(p.name.name);
+        scopes_.back()[p.name.name] = Binding_{std::move(v), false};
+        return;
+    case PatternKind::Tuple:
+        if (v.kind != Val::Tuple || v.elems.size() != p.elements.size()) {
+            fail(DiagCode::E0307, p.span,
+                 fmt::format("a tuple pattern of {} elements does not match this value", p.elements.size()));
+        }
+        for (size_t i = 0; i < p.elements.size(); ++i) bind_pattern(*p.elements[i], std::move(v.elems[i]), span);
+        return;
+    }
+}
+
+}  // namespace meshc::sema::check

@@ -1,0 +1,391 @@
+// Calls: loads, reshapes, argument parsing for built-ins, calls of user functions (with
+// generic binding and instantiation) and of grad / value_and_grad.
+#include "sema/check/context.h"
+
+namespace meshc::sema::check {
+
+bool FunctionBuilder::is_load_call(const Expr& e) {
+    if (e.kind != ExprKind::Call || e.lhs->kind != ExprKind::Name) return false;
+    if (find_binding(e.lhs->name.name)) return false;
+    return find_builtin(e.lhs->name.name) == Builtin::load;
+}
+
+// `load("x.npy")` takes its type, layout included, from the annotation; each device
+// reads its own piece. The file's dtype and shape are checked when the program runs.
+ValueId FunctionBuilder::lower_load(const Expr& call, const AggType& t) {
+    if (call.args.size() != 1 || call.args[0].value->kind != ExprKind::StringLit) {
+        fail(DiagCode::E0309, call.span, "`load` takes one file name: `load(\"x.npy\")`");
+    }
+    if (t.kind != AggType::Tensor) fail(DiagCode::E0309, call.span, "`load` reads one tensor");
+    ir::Op op{ir::OpKind::Load};
+    op.text = call.args[0].value->string_value;
+    op.span = call.span;
+    return emit(std::move(op), t.tensor, t.dim_names);
+}
+
+// ---------------------------------------------------------------- reshape
+
+// LANGUAGE.md rule 4: a split dim factored into n1..nk keeps its axes on n1 if they
+// divide it; merged dims keep the outer dim's axes if the inner ones are unsplit;
+// anything else is gathered first.
+ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, Span span) {
+    const TensorType& t = type(x);
+    int64_t in_total = 1, out_total = 1;
+    for (int64_t n : t.shape) in_total *= n;
+    for (int64_t n : shape) out_total *= n;
+    if (in_total != out_total) {
+        fail(DiagCode::E0307, span,
+             fmt::format("cannot reshape {} ({} elements) to {} ({} elements)", shape_string(t.shape), in_total, shape_string(shape), out_total));
+    }
+    if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+    const Mesh* mesh = mesh_of(type(x));
+    Layout in_layout = type(x).layout;
+    Layout out_layout = Layout::replicated(shape.size());
+    out_layout.partial = in_layout.partial;
+    Layout need = in_layout;  // what the operand must be before the reshape
+    // Group input and output dims with equal products, left to right.
+    size_t i = 0, o = 0;
+    while (i < t.rank() || o < shape.size()) {
+        size_t i0 = i, o0 = o;
+        int64_t pi = i < t.rank() ? t.shape[i++] : 1;
+        int64_t po = o < shape.size() ? shape[o++] : 1;
+        while (pi != po) {
+            if (pi < po && i < t.rank()) pi *= t.shape[i++];
+            else if (o < shape.size()) po *= shape[o++];
+            else break;
+        }
+        // Trailing size-1 dims join the group.
+        size_t ni = i - i0, no = o - o0;
+        if (!mesh) continue;
+        // The outer dims of the group, size-1 dims skipped (they are never split).
+        size_t outer_in = i0, outer_out = o0;
+        while (outer_in + 1 < i && t.shape[outer_in] == 1) ++outer_in;
+        while (outer_out + 1 < o && shape[outer_out] == 1) ++outer_out;
+        bool inner_unsplit = true;
+        for (size_t k = outer_in + 1; k < i; ++k) inner_unsplit &= in_layout.dims[k].empty();
+        if (ni >= 1 && no >= 1 && inner_unsplit && !in_layout.dims[outer_in].empty()) {
+            int64_t factor = in_layout.split_factor(*mesh, outer_in);
+            if (shape[outer_out] % factor == 0) {
+                out_layout.dims[outer_out] = in_layout.dims[outer_in];
+                continue;
+            }
+        }
+        for (size_t k = i0; k < i; ++k) need.dims[k].clear();
+    }
+    if (mesh && !(need == in_layout)) x = plan_coercion(x, type(x).mesh, need, span, "`reshape` cannot keep these splits", true);
+    TensorType r = type(x);
+    r.shape = shape;
+    r.layout = out_layout;
+    ir::Op op{ir::OpKind::Reshape};
+    op.operands = {x};
+    op.ints = shape;
+    op.span = span;
+    return emit(std::move(op), std::move(r));
+}
+
+// ---------------------------------------------------------------- calls
+
+int64_t FunctionBuilder::int_arg(const Expr& e) {
+    switch (e.kind) {
+    case ExprKind::IntLit: return e.int_value;
+    case ExprKind::Unary:
+        if (e.unary_op == UnaryOp::Neg) return -int_arg(*e.lhs);
+        break;
+    case ExprKind::Name:
+        if (auto it = binding_.sizes.find(e.name.name); it != binding_.sizes.end()) return it->second;
+        break;
+    case ExprKind::Field:
+        if (e.lhs->kind == ExprKind::Name) {
+            Dim d{DimKind::Axis, e.span};
+            d.name = e.lhs->name;
+            d.axis = e.name;
+            return eval_dim(d);
+        }
+        break;
+    case ExprKind::Binary: {
+        int64_t a = int_arg(*e.lhs), b = int_arg(*e.rhs);
+        switch (e.binary_op) {
+        case BinaryOp::Add: return a + b;
+        case BinaryOp::Sub: return a - b;
+        case BinaryOp::Mul: return a * b;
+        case BinaryOp::Div:
+            if (b != 0 && a % b == 0) return a / b;
+            break;
+        default: break;
+        }
+        break;
+    }
+    default: break;
+    }
+    fail(DiagCode::E0309, e.span, "expected a size known at compile time (an integer, a size variable or `M.axis`)");
+}
+
+std::vector<int64_t> FunctionBuilder::shape_arg(const Expr& e) {
+    if (e.kind != ExprKind::List) fail(DiagCode::E0309, e.span, "expected a shape, a list of sizes like `[8, D]`");
+    std::vector<int64_t> shape;
+    for (const Expr* x : e.elements) {
+        int64_t n = int_arg(*x);
+        if (n < 1) fail(DiagCode::E0307, x->span, fmt::format("a dim of size {}; sizes are at least 1", n));
+        shape.push_back(n);
+    }
+    return shape;
+}
+
+DType FunctionBuilder::dtype_arg(const Expr& e) {
+    if (e.kind != ExprKind::DTypeName) fail(DiagCode::E0309, e.span, "expected an element type such as `f32`");
+    return e.dtype;
+}
+
+int64_t FunctionBuilder::axis_arg(const Expr& e, ValueId operand) {
+    const TensorType& t = type(operand);
+    auto rank = static_cast<int64_t>(t.rank());
+    if (e.kind == ExprKind::Name) {
+        std::vector<int64_t> hits;
+        for (size_t d = 0; d < t.rank(); ++d) {
+            if (dim_names_[operand][d] == e.name.name) hits.push_back(static_cast<int64_t>(d));
+        }
+        if (hits.size() == 1) return hits[0];
+        auto it = binding_.sizes.find(e.name.name);
+        if (hits.empty() && it != binding_.sizes.end()) {
+            for (size_t d = 0; d < t.rank(); ++d) {
+                if (t.shape[d] == it->second) hits.push_back(static_cast<int64_t>(d));
+            }
+            if (hits.size() == 1) return hits[0];
+        }
+        fail(DiagCode::E0309, e.span,
+             fmt::format("`{}` names {} dims of the operand {}", e.name.name, hits.size(), type_str(t)),
+             {{"name a dim by its size variable when it occurs once, else by position (`axis: 1`)", {}}});
+    }
+    int64_t k = int_arg(e);
+    if (k < -rank || k >= rank) {
+        fail(DiagCode::E0309, e.span, fmt::format("axis {} is out of range for an operand of rank {}", k, rank));
+    }
+    return k < 0 ? k + rank : k;
+}
+
+AxisSet FunctionBuilder::over_arg(const Expr& e, ValueId operand) {
+    const Mesh* mesh = mesh_of(type(operand));
+    if (!mesh) fail(DiagCode::E0407, e.span, "a collective needs an operand on a mesh");
+    AxisSet axes = 0;
+    auto one = [&](const Expr& x) {
+        if (x.kind != ExprKind::Name) fail(DiagCode::E0309, x.span, "expected a mesh axis");
+        auto index = mesh->axis_index(x.name.name);
+        if (!index) fail(DiagCode::E0401, x.span, fmt::format("mesh `{}` has no axis `{}`", mesh->name, x.name.name));
+        if (axes & sema::axis_bit(*index)) {
+            fail(DiagCode::E0402, x.span, fmt::format("mesh axis `{}` is named twice in `over:`", x.name.name));
+        }
+        axes |= sema::axis_bit(*index);
+    };
+    if (e.kind == ExprKind::Tuple) {
+        for (const Expr* x : e.elements) one(*x);
+    } else {
+        one(e);
+    }
+    return axes;
+}
+
+Val FunctionBuilder::lower_call(const Expr& e) {
+    const Expr& callee = *e.lhs;
+    if (callee.kind == ExprKind::Call && callee.lhs->kind == ExprKind::Name) {
+        Val g = lookup(callee.lhs->name);
+        if (g.kind == Val::BuiltinFn && (g.builtin == Builtin::grad || g.builtin == Builtin::value_and_grad)) {
+            return call_grad(callee, e);
+        }
+    }
+    if (callee.kind == ExprKind::Name) {
+        Val v = lookup(callee.name);
+        if (v.kind == Val::BuiltinFn) {
+            if (v.builtin == Builtin::grad || v.builtin == Builtin::value_and_grad) {
+                fail(DiagCode::E0309, e.span,
+                     fmt::format("`{}(f)` is a function: call it with f's arguments, `{}(f)(x, ...)`",
+                                 builtin_info(v.builtin).name, builtin_info(v.builtin).name));
+            }
+            return Val::tensor(lower_builtin(v.builtin, e));
+        }
+        if (v.kind == Val::Function) return call_user(*v.fn, in_.item_module_.at(v.fn), e);
+    }
+    if (callee.kind == ExprKind::Field && callee.lhs->kind == ExprKind::Name) {
+        Val m = lookup(callee.lhs->name);
+        if (m.kind == Val::Module) {
+            for (const Item* item : in_.program_.modules[m.module]->items) {
+                if (item->kind == ItemKind::Fn && item->name.name == callee.name.name) {
+                    return call_user(*item, m.module, e);
+                }
+            }
+        }
+    }
+    fail(DiagCode::E0309, e.span, "this is not a function");
+}
+
+Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& call,
+                               std::vector<AggType>* param_types_out) {
+    if (call.args.size() != fn.params.size()) {
+        fail(DiagCode::E0309, call.span,
+             fmt::format("`{}` takes {} argument{}, found {}", fn.name.name, fn.params.size(),
+                         fn.params.size() == 1 ? "" : "s", call.args.size()),
+             {{"declared here", fn.name.span}});
+    }
+    std::vector<Val> args;
+    for (const Arg& a : call.args) args.push_back(eval(*a.value));
+    Binding b;
+    for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
+    keep_generic_meshes(fn, b);
+    // A mesh parameter no argument fixes (the arguments are not placed yet) is the
+    // program's mesh when it has one: unplaced values go with any mesh.
+    for (const GenericParam& g : fn.generics) {
+        if (g.kind && g.kind->name == "Mesh" && !b.meshes.count(g.name.name) && default_mesh() >= 0) {
+            b.meshes[g.name.name] = default_mesh();
+        }
+    }
+    Binding callee_binding = b;
+    // Parameter types, computed in the callee's module under its binding; errors in them
+    // (a split that does not divide) are this call's.
+    std::swap(binding_, b);
+    call_site_ = &call;
+    callee_item_ = &fn;
+    size_t saved_module = module_index_;
+    module_index_ = module_index;
+    std::vector<AggType> param_types;
+    std::optional<AggType> result_type;
+    try {
+        // The callee's `where` clauses, with this call's sizes (ground: no solver needed).
+        // Every clause that fails is reported, then the call is abandoned.
+        bool failed = false;
+        for (const ast::Constraint& w : fn.where) {
+            int64_t a = eval_dim(*w.lhs), c = eval_dim(*w.rhs);
+            bool holds = compare(w.op, a, c);
+            if (!holds) {
+                std::string sizes = binding_.describe();
+                auto& d = in_.diags_->emit(DiagCode::E0502, call.span,
+                                           fmt::format("this call of `{}` needs `{} {} {}`, which is false here ({} {} {})", fn.name.name,
+                                                       syntax::dim_to_string(*w.lhs), cmp_op_spelling(w.op),
+                                                       syntax::dim_to_string(*w.rhs), a, cmp_op_spelling(w.op), c));
+                if (!sizes.empty()) d.note(fmt::format("with {}", sizes));
+                d.note("required by this `where` clause", w.span);
+                failed = true;
+            }
+        }
+        if (failed) throw Abandon{};
+        for (const Param& p : fn.params) param_types.push_back(agg_type_from_ast(*p.type));
+        if (fn.result) result_type = agg_type_from_ast(*fn.result);
+    } catch (...) {
+        std::swap(binding_, b);
+        module_index_ = saved_module;
+        call_site_ = nullptr;
+        callee_item_ = nullptr;
+        throw;
+    }
+    std::swap(binding_, b);
+    module_index_ = saved_module;
+    call_site_ = nullptr;
+    callee_item_ = nullptr;
+    int32_t index = in_.instantiate(fn, module_index, callee_binding, call.span);
+    if (index < 0) throw Abandon{};  // the callee's errors were reported
+    std::vector<ValueId> flat;
+    for (size_t i = 0; i < args.size(); ++i) {
+        Val a = coerce_val(std::move(args[i]), param_types[i], call.args[i].span,
+                           fmt::format("parameter `{}` of `{}`", fn.params[i].name.name, fn.name.name));
+        flatten(a, flat, call.args[i].span);
+    }
+    const ir::Function& callee = in_.module_.functions[static_cast<size_t>(index)];
+    if (param_types_out) *param_types_out = param_types;
+    ir::Op op{ir::OpKind::Call};
+    op.callee = index;
+    op.operands = flat;
+    op.span = call.span;
+    if (callee.results.empty() || !result_type) {
+        ops_->push_back(std::move(op));
+        return Val::tensor(ir::kNoValue);
+    }
+    std::vector<ValueId> results;
+    for (ValueId r : callee.results) {
+        ValueId v = f_.add_value(callee.types[r]);
+        flexible_.push_back(false);
+        weak_.push_back(false);
+        producer_.push_back({nullptr, 0});
+        dim_names_.emplace_back(callee.types[r].rank());
+        results.push_back(v);
+    }
+    op.results = results;
+    ops_->push_back(std::move(op));
+    size_t next = 0;
+    Val out = unflatten(*result_type, results, next);
+    std::vector<const AggType*> leaves;
+    flatten_type(*result_type, leaves);
+    for (size_t i = 0; i < leaves.size() && i < results.size(); ++i) {
+        if (leaves[i]->dim_names.size() == type(results[i]).rank()) dim_names_[results[i]] = leaves[i]->dim_names;
+    }
+    return out;
+}
+
+// `grad(f)(args)` / `value_and_grad(f)(args)`: typed here (the gradient has the type of
+// f's first argument, sharding included); the differentiation itself is a later pass
+// over the Grad op.
+Val FunctionBuilder::call_grad(const Expr& grad_call, const Expr& call) {
+    Val g = lookup(grad_call.lhs->name);
+    bool with_value = g.builtin == Builtin::value_and_grad;
+    const char* name = with_value ? "value_and_grad" : "grad";
+    if (grad_call.args.size() != 1 || grad_call.args[0].label) {
+        fail(DiagCode::E0309, grad_call.span, fmt::format("`{}` takes one function: `{}(f)`", name, name));
+    }
+    const Expr& target = *grad_call.args[0].value;
+    const Item* fn = nullptr;
+    size_t module = module_index_;
+    if (target.kind == ExprKind::Name) {
+        Val f = lookup(target.name);
+        if (f.kind == Val::Function) fn = f.fn;
+    } else if (target.kind == ExprKind::Field && target.lhs->kind == ExprKind::Name) {
+        Val m = lookup(target.lhs->name);
+        if (m.kind == Val::Module) {
+            module = m.module;
+            for (const Item* item : in_.program_.modules[m.module]->items) {
+                if (item->kind == ItemKind::Fn && item->name.name == target.name.name) fn = item;
+            }
+        }
+    }
+    if (!fn) fail(DiagCode::E0601, target.span, fmt::format("`{}` differentiates a function you wrote; this is not one", name));
+    if (fn->params.empty()) fail(DiagCode::E0601, target.span, fmt::format("`{}` has no argument to differentiate with respect to", fn->name.name));
+    module = in_.item_module_.at(fn);
+    // Type the call as an ordinary call first: arguments, binding, result.
+    size_t op_count = ops_->size();
+    std::vector<AggType> param_types;
+    Val value = call_user(*fn, module, call, &param_types);
+    MESHC_ASSERT(ops_->size() > op_count && ops_->back().kind == ir::OpKind::Call, "call_user emits a call");
+    ir::Op op = std::move(ops_->back());
+    ops_->pop_back();
+    if (value.kind != Val::Tensor || value.id == ir::kNoValue || type(value.id).rank() != 0 ||
+        !is_float(type(value.id).dtype)) {
+        fail(DiagCode::E0601, call.span,
+             fmt::format("`{}` needs `{}` to return a float scalar", name, fn->name.name),
+             {{"declared here", fn->name.span}});
+    }
+    // The gradient has the types of the first argument's leaves.
+    const AggType& first = param_types[0];
+    std::vector<const AggType*> first_leaves;
+    flatten_type(first, first_leaves);
+    ir::Op grad_op{ir::OpKind::Grad};
+    grad_op.callee = op.callee;
+    grad_op.operands = op.operands;
+    grad_op.span = call.span;
+    grad_op.dim = with_value ? 1 : 0;
+    std::vector<ValueId> results;
+    auto add = [&](TensorType t) {
+        ValueId v = new_value(std::move(t));
+        results.push_back(v);
+        return v;
+    };
+    ValueId loss = with_value ? add(type(value.id)) : ir::kNoValue;
+    std::vector<ValueId> grads;
+    for (size_t i = 0; i < first_leaves.size(); ++i) grads.push_back(add(type(op.operands[i])));
+    grad_op.results = results;
+    ops_->push_back(std::move(grad_op));
+    size_t next = 0;
+    Val gradient = unflatten(first, grads, next);
+    if (!with_value) return gradient;
+    Val pair;
+    pair.kind = Val::Tuple;
+    pair.elems = {Val::tensor(loss), std::move(gradient)};
+    return pair;
+}
+
+}  // namespace meshc::sema::check

@@ -1,0 +1,248 @@
+// The checker's driver: one instance of each function per binding of its sizes and
+// meshes, probes of generic functions nothing instantiates, and infer_program().
+#include "sema/check/context.h"
+
+namespace meshc::sema::check {
+
+ir::Module Inferer::run() {
+    for (size_t m = 0; m < program_.modules.size(); ++m) {
+        for (const Item* item : program_.modules[m]->items) {
+            if (item->kind == ItemKind::Mesh) {
+                mesh_items_[item] = static_cast<int32_t>(module_.meshes.size());
+                module_.meshes.push_back(mesh_from_item(*item));
+            }
+            if (item->kind == ItemKind::Fn) item_module_[item] = m;
+        }
+    }
+    const Module& root = *program_.modules[0];
+    for (const Item* item : root.items) {
+        if (item->kind != ItemKind::Fn) continue;
+        if (item->name.name == "main" || !has_size_variables(*item, root)) {
+            instantiate(*item, 0, Binding{}, item->name.span);
+        }
+    }
+    for (const Item* item : root.items) {
+        if (item->kind == ItemKind::Fn && !instantiated(*item)) probe(*item);
+    }
+    return std::move(module_);
+}
+
+bool Inferer::instantiated(const Item& fn) const {
+    std::string prefix = fmt::format("{}#", static_cast<const void*>(&fn));
+    auto it = instances_.lower_bound(prefix);
+    return it != instances_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+}
+
+// A generic function that nothing instantiates is still type-checked: with sizes
+// chosen to satisfy every split and `where` clause (multiples of the meshes' axis
+// sizes, distinct per variable, so that mixed-up sizes show), and its mesh
+// parameters bound to a declared mesh with the axes it names. Only errors of types,
+// shapes and collectives are kept (E03, E0405, E0407), with a note naming the sizes;
+// the probe's GIR is dropped. A function the probe cannot instantiate is skipped.
+void Inferer::probe(const Item& fn) {
+    Binding b;
+    int64_t base = 1;
+    for (const Mesh& m : module_.meshes) {
+        for (const MeshAxis& a : m.axes) base = std::lcm(base, a.size);
+    }
+    for (const ast::Constraint& w : fn.where) {
+        if (w.lhs->kind == DimKind::Binary && w.lhs->op == DimOp::Mod && w.lhs->rhs->kind == DimKind::Int &&
+            w.lhs->rhs->value > 0) {
+            base = std::lcm(base, w.lhs->rhs->value);
+        }
+    }
+    if (base > 1024) return;
+    static const int64_t kFactors[] = {1, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+    size_t next = 0;
+    std::set<std::string_view> axes_used;
+    bool ok = true;
+    auto visit_dim = [&](auto& self, const Dim& d) -> void {
+        if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name)) {
+            if (next >= std::size(kFactors)) {
+                ok = false;
+                return;
+            }
+            b.sizes[d.name.name] = base * kFactors[next++];
+        }
+        if (d.kind == DimKind::Axis) axes_used.insert(d.axis.name);
+        if (d.kind == DimKind::Binary) {
+            self(self, *d.lhs);
+            self(self, *d.rhs);
+        }
+    };
+    auto visit_type = [&](auto& self, const Type& t) -> void {
+        for (const Dim* d : t.shape) visit_dim(visit_dim, *d);
+        for (const Dim* d : t.args) visit_dim(visit_dim, *d);
+        for (const Type* e : t.elements) self(self, *e);
+        if (t.layout) {
+            for (const LayoutEntry& e : t.layout->entries) {
+                for (const Ident& a : e.axes) axes_used.insert(a.name);
+            }
+        }
+        if (t.partial) {
+            for (const Ident& a : *t.partial) axes_used.insert(a.name);
+        }
+    };
+    for (const GenericParam& g : fn.generics) {
+        if (!is_mesh_param(fn, g.name.name) && !b.sizes.count(g.name.name)) {
+            if (next >= std::size(kFactors)) return;
+            b.sizes[g.name.name] = base * kFactors[next++];
+        }
+    }
+    for (const Param& p : fn.params) visit_type(visit_type, *p.type);
+    if (fn.result) visit_type(visit_type, *fn.result);
+    if (!ok) return;
+    for (const GenericParam& g : fn.generics) {
+        if (!is_mesh_param(fn, g.name.name)) continue;
+        int32_t chosen = -1;
+        for (size_t m = 0; m < module_.meshes.size() && chosen < 0; ++m) {
+            bool has_all = true;
+            for (std::string_view a : axes_used) has_all &= module_.meshes[m].axis_index(a).has_value();
+            if (has_all) chosen = static_cast<int32_t>(m);
+        }
+        if (chosen < 0) return;
+        b.meshes[g.name.name] = chosen;
+    }
+    // `where` clauses: an equation `X == e` defines X; then every clause must hold.
+    auto eval = [&](auto& self, const Dim& d) -> std::optional<int64_t> {
+        switch (d.kind) {
+        case DimKind::Int: return d.value;
+        case DimKind::Var: {
+            auto it = b.sizes.find(d.name.name);
+            if (it == b.sizes.end()) return std::nullopt;
+            return it->second;
+        }
+        case DimKind::Axis: {
+            auto m = b.meshes.find(d.name.name);
+            int32_t index = -1;
+            if (m != b.meshes.end()) index = m->second;
+            for (const auto& [item, i] : mesh_items_) {
+                if (index < 0 && item->name.name == d.name.name) index = i;
+            }
+            if (index < 0) return std::nullopt;
+            auto a = module_.meshes[static_cast<size_t>(index)].axis_index(d.axis.name);
+            if (!a) return std::nullopt;
+            return module_.meshes[static_cast<size_t>(index)].axes[*a].size;
+        }
+        case DimKind::Binary: {
+            auto x = self(self, *d.lhs), y = self(self, *d.rhs);
+            if (!x || !y) return std::nullopt;
+            switch (d.op) {
+            case DimOp::Add: return *x + *y;
+            case DimOp::Sub: return *x - *y;
+            case DimOp::Mul: return *x * *y;
+            case DimOp::Div: return *y != 0 && *x % *y == 0 ? std::optional<int64_t>(*x / *y) : std::nullopt;
+            case DimOp::Mod: return *y != 0 ? std::optional<int64_t>(((*x % *y) + *y) % *y) : std::nullopt;
+            }
+        }
+        }
+        return std::nullopt;
+    };
+    for (const ast::Constraint& w : fn.where) {
+        if (w.op == ast::CmpOp::Eq && w.lhs->kind == DimKind::Var) {
+            if (auto v = eval(eval, *w.rhs); v && *v >= 1) b.sizes[w.lhs->name.name] = *v;
+        }
+    }
+    for (const ast::Constraint& w : fn.where) {
+        auto x = eval(eval, *w.lhs), y = eval(eval, *w.rhs);
+        if (!x || !y) return;
+        bool holds = compare(w.op, *x, *y);
+        if (!holds) return;
+    }
+    // Probe with a scratch engine; keep only the errors the probe can be trusted with.
+    DiagnosticEngine scratch;
+    DiagnosticEngine* real = diags_;
+    diags_ = &scratch;
+    size_t functions_before = module_.functions.size();
+    auto instances_before = instances_;
+    instantiate(fn, 0, b, fn.name.span);
+    diags_ = real;
+    module_.functions.resize(functions_before);
+    instances_ = std::move(instances_before);
+    std::string sizes = b.describe();
+    for (const auto& [n, m] : b.meshes) {
+        sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", n, module_.meshes[static_cast<size_t>(m)].name);
+    }
+    for (const Diagnostic& d : scratch.diagnostics()) {
+        std::string_view code = diag_code_info(d.code).name;
+        bool trusted = (code.substr(0, 3) == "E03" && d.code != DiagCode::E0310 && d.code != DiagCode::E0311) ||
+                       d.code == DiagCode::E0405 || d.code == DiagCode::E0407;
+        if (!trusted) continue;
+        Diagnostic& copy = real->emit(d.code, d.span, d.message);
+        copy.notes = d.notes;
+        copy.note(fmt::format("found by checking `{}` with {} (nothing in this file instantiates it)", fn.name.name,
+                              sizes.empty() ? "its declared sizes" : sizes));
+    }
+}
+
+bool Inferer::is_mesh_param(const Item& fn, std::string_view name) {
+    for (const GenericParam& g : fn.generics) {
+        if (g.name.name == name && g.kind && g.kind->name == "Mesh") return true;
+    }
+    return false;
+}
+
+// Returns the function index of `fn` instantiated with `binding`, or -1 after errors.
+int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site) {
+    std::string key = fmt::format("{}#{}", static_cast<const void*>(&fn), binding.key());
+    if (auto it = instances_.find(key); it != instances_.end()) return it->second;
+    if (active_.count(&fn)) return -1;  // recursion: reported by name resolution
+    if (active_.size() >= kMaxCallDepth) {
+        // Each level of a call chain is a level of the checker's recursion (and of
+        // autodiff's inlining): a bounded depth instead of a stack overflow.
+        diags_->emit(DiagCode::E0107, call_site,
+                     fmt::format("calls nested more than {} deep: `{}` is called at depth {}", kMaxCallDepth,
+                                 fn.name.name, active_.size() + 1))
+            .note("split the chain, or call the functions one after another from a shallower one");
+        return -1;
+    }
+    auto index = static_cast<int32_t>(module_.functions.size());
+    module_.functions.emplace_back();
+    instances_[key] = index;
+    active_.insert(&fn);
+    ir::Function f;
+    f.name = std::string(fn.name.name);
+    f.span = fn.name.span;
+    for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
+    for (const auto& [n, m] : binding.meshes) f.mesh_instance[std::string(n)] = module_.meshes[static_cast<size_t>(m)].name;
+    bool ok = true;
+    size_t diagnostics_before = diags_->diagnostics().size();
+    for (int attempt = 0;; ++attempt) {
+        try {
+            FunctionBuilder builder(*this, f, fn, module_index, binding);
+            builder.lower_body();
+        } catch (const Abandon&) {
+            ok = false;
+        } catch (const Retry&) {
+            if (attempt < 4) {
+                diags_->truncate(diagnostics_before);
+                ir::Function fresh;
+                fresh.name = f.name;
+                fresh.span = f.span;
+                fresh.instance = f.instance;
+                fresh.mesh_instance = f.mesh_instance;
+                f = std::move(fresh);
+                continue;
+            }
+        }
+        break;
+    }
+    active_.erase(&fn);
+    module_.functions[index] = std::move(f);
+    if (!ok) {
+        failed_.insert(index);
+        return -1;
+    }
+    return index;
+}
+
+}  // namespace meshc::sema::check
+
+namespace meshc::sema {
+
+ir::Module infer_program(const SourceManager& sources, const Program& program,
+                         DiagnosticEngine& diags, const InferOptions& options) {
+    return check::Inferer(sources, program, diags, options).run();
+}
+
+}  // namespace meshc::sema
