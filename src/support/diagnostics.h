@@ -55,6 +55,8 @@ public:
     Diagnostic& emit(DiagCode code, Span span, std::string message);
 
     const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+    /// The i-th diagnostic, to add notes or move it (a callee's error to its call site).
+    Diagnostic& diagnostic(size_t i) { return diagnostics_[i]; }
     size_t error_count() const { return error_count_; }
     bool has_errors() const { return error_count_ > 0; }
 

@@ -294,6 +294,8 @@ public:
     static constexpr size_t kMaxCallDepth = 512;
     /// The function index of `fn` instantiated with `binding`, or -1 after errors.
     int32_t instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site);
+    /// Moves the diagnostics [first, end) that lie inside `fn` to its call (see inferer.cpp).
+    void point_at_call(const Item& fn, const Binding& binding, Span call_site, size_t first);
 
     const SourceManager& sources_;
     const Program& program_;

@@ -175,6 +175,30 @@ void Inferer::probe(const Item& fn) {
     }
 }
 
+// An error inside a called function that depends on the call (the callee is generic and
+// this instance has its own sizes or meshes) or that lies in another file (the stdlib)
+// is reported at the caller's call, with a note at the place in the callee. Applied at
+// each level of a call chain, the outermost call in the user's code is the primary
+// location and the notes lead inwards.
+void Inferer::point_at_call(const Item& fn, const Binding& binding, Span call_site, size_t first) {
+    if (!call_site.valid() || (call_site.file == fn.name.span.file && call_site.begin == fn.name.span.begin)) return;
+    bool depends = !binding.sizes.empty() || !binding.meshes.empty();
+    if (!depends && call_site.file == fn.span.file) return;
+    std::string with = binding.describe();
+    for (const auto& [n, m] : binding.meshes) {
+        with += fmt::format("{}{} = {}", with.empty() ? "" : ", ", n, module_.meshes[static_cast<size_t>(m)].name);
+    }
+    for (size_t i = first; i < diags_->diagnostics().size(); ++i) {
+        Diagnostic& d = diags_->diagnostic(i);
+        bool inside = d.span.file == fn.span.file && d.span.begin >= fn.span.begin && d.span.end <= fn.span.end;
+        if (!inside) continue;
+        std::string where = fmt::format("the error is in `{}`{}, here", fn.name.name,
+                                        with.empty() ? "" : fmt::format(" (called with {})", with));
+        d.notes.insert(d.notes.begin(), DiagNote{d.span, std::move(where)});
+        d.span = call_site;
+    }
+}
+
 bool Inferer::is_mesh_param(const Item& fn, std::string_view name) {
     for (const GenericParam& g : fn.generics) {
         if (g.name.name == name && g.kind && g.kind->name == "Mesh") return true;
@@ -229,6 +253,7 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
     }
     active_.erase(&fn);
     module_.functions[index] = std::move(f);
+    point_at_call(fn, binding, call_site, diagnostics_before);
     if (!ok) {
         failed_.insert(index);
         return -1;
