@@ -385,8 +385,24 @@ struct Reference {
 struct CostCache {
     const Program* p;
     const Tables* t;
+    bool new_pending = true;  // false: no conversion may add pending axes (make_partial)
     std::vector<std::unordered_map<uint64_t, double>> memo;
+    bool two_step = false;    // true: a conversion may go through a third layout
+    std::vector<std::unordered_map<uint64_t, double>> memo2;
     double operator()(int value, int from, int to) {
+        if (two_step) {
+            auto& m2 = memo2[value];
+            uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
+            auto it = m2.find(key);
+            if (it != m2.end()) return it->second;
+            two_step = false;
+            double c = (*this)(value, from, to);
+            size_t n = t->by_rank[p->values[static_cast<size_t>(value)].shape.size()].layouts.size();
+            for (size_t k = 0; k < n; ++k) c = std::min(c, (*this)(value, from, static_cast<int>(k)) + (*this)(value, static_cast<int>(k), to));
+            two_step = true;
+            m2.emplace(key, c);
+            return c;
+        }
         auto& m = memo[value];
         uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
         auto it = m.find(key);
@@ -398,6 +414,7 @@ struct CostCache {
         type.mesh = 0;
         type.layout = tab.layouts[from];
         double c = ir::reshard_cost(type, tab.layouts[to], p->mesh);
+        if (!new_pending && (tab.layouts[to].partial & ~tab.layouts[from].partial)) c = kInf;
         m.emplace(key, c);
         return c;
     }
@@ -441,10 +458,12 @@ std::vector<int32_t> encode(const std::vector<LiveValue>& live) {
     return key;
 }
 
-Reference search(const Program& p, const Tables& t, size_t transition_limit) {
+Reference search(const Program& p, const Tables& t, size_t transition_limit, bool new_pending = true,
+                 const std::vector<int>* fixed_results = nullptr, bool two_step = false) {
     Reference ref;
     size_t transitions = 0;
-    CostCache cost{&p, &t, std::vector<std::unordered_map<uint64_t, double>>(p.values.size())};
+    CostCache cost{&p, &t, new_pending, std::vector<std::unordered_map<uint64_t, double>>(p.values.size()), two_step,
+                   std::vector<std::unordered_map<uint64_t, double>>(p.values.size())};
     struct Entry {
         std::vector<int32_t> key;
         double cost;
@@ -477,6 +496,7 @@ Reference search(const Program& p, const Tables& t, size_t transition_limit) {
             double base = layers[j][e].cost;
             for (size_t s = 0; s < strats[j].size(); ++s) {
                 const Strategy& st = strats[j][s];
+                if (fixed_results && op.result >= 0 && (*fixed_results)[j] >= 0 && st.result != (*fixed_results)[j]) continue;
                 std::vector<LiveValue> n = live;
                 double c = base;
                 for (size_t i = 0; i < op.operands.size() && c < kInf; ++i) {
@@ -837,6 +857,7 @@ struct CheckerPlan {
     std::string errors;
     double cost = 0;
     std::string text;  // its collectives
+    std::map<std::string, Layout> layouts;  // of the values `let` names
 };
 
 CheckerPlan run_checker(const std::string& text) {
@@ -856,6 +877,9 @@ CheckerPlan run_checker(const std::string& text) {
     for (const ir::Function& f : gir.functions) {
         if (f.name != "f") continue;
         out.ok = true;
+        for (size_t v = 0; v < f.names.size(); ++v) {
+            if (!f.names[v].empty()) out.layouts[f.names[v]] = f.types[v].layout;
+        }
         ir::for_each_op(f.ops, [&](const ir::Op& op) {
             auto info = sema::collective_info(gir, f, op);
             if (!info) return;
@@ -881,6 +905,7 @@ size_t env_size(const char* name, size_t fallback) {
 
 struct Example {
     size_t index;
+    std::string cls;
     size_t ops;
     std::string text;
     double checker;
@@ -896,9 +921,9 @@ struct Example {
 TEST_CASE("the checker's plan is the cheapest on small straight-line programs", "[plan-optimality]") {
     // The default run and its ceiling: not minimal on at most this many of its programs
     // (the planner's known gaps; lower it when the planner improves).
-    constexpr size_t kDefaultPrograms = 300;
+    constexpr size_t kDefaultPrograms = 150;
     constexpr uint64_t kDefaultSeed = 1;
-    constexpr size_t kCeilingNotMinimal = 300;
+    constexpr size_t kCeilingNotMinimal = 100;  // of 142 checked (seed 1, 2024 planner)
     const bool custom = std::getenv("MESHC_PLAN_PROGRAMS") || std::getenv("MESHC_PLAN_SEED");
     size_t programs = env_size("MESHC_PLAN_PROGRAMS", kDefaultPrograms);
     uint64_t seed = env_size("MESHC_PLAN_SEED", kDefaultSeed);
@@ -911,10 +936,11 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
 
     Rng rng(seed);
     std::map<size_t, Tables> tables;
-    size_t checked = 0, skipped = 0, rejected = 0, not_minimal = 0, cheaper_than_search = 0, plan_confirmed = 0;
+    size_t free_but_paid = 0, checked = 0, skipped = 0, rejected = 0, not_minimal = 0, cheaper_than_search = 0, plan_confirmed = 0;
     double worst_ratio = 1;
     std::string worst_text, first_rejected, first_cheaper;
     std::vector<Example> examples;
+    std::map<std::string, size_t> classes;
     for (size_t i = 0; i < programs; ++i) {
         const Tables* t = nullptr;
         Program p = generate(rng, t, tables);
@@ -948,33 +974,59 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
         if (chk.cost <= ref.cost + tol) continue;
         ++not_minimal;
         double ratio = ref.cost > 0 ? chk.cost / ref.cost : kInf;
-        if (ratio > worst_ratio) {
+        if (ref.cost <= 0) ++free_but_paid;
+        if (ratio > worst_ratio && ratio < kInf) {
             worst_ratio = ratio;
             worst_text = text;
         }
+        // Class: is the checker minimal when no value may be made pending to save a
+        // gather (the pending-sum detour)?
+        Reference strict = search(p, *t, transition_limit, false);
+        std::string cls = "layout-choice";
+        if (strict.ok && chk.cost <= strict.cost + tol) {
+            cls = "pending-detour";
+        } else {
+            // Every value in the layout the checker made it in: do its conversions alone
+            // cost less?
+            std::vector<int> fixed(p.ops.size(), -1);
+            for (size_t j = 0; j + 1 < p.ops.size(); ++j) {
+                const Value& r = p.values[static_cast<size_t>(p.ops[j].result)];
+                auto it = chk.layouts.find(r.name);
+                if (it != chk.layouts.end()) fixed[j] = t->by_rank[r.shape.size()].id(it->second);
+            }
+            Reference same = search(p, *t, transition_limit, true, &fixed);
+            if (same.ok && same.cost < chk.cost - tol) cls = "conversions";
+            // With the checker's layouts, and each conversion allowed a detour through a
+            // third layout (what plan_reshard alone does not find): as cheap as the best?
+            Reference paths = search(p, *t, transition_limit, true, &fixed, true);
+            if (paths.ok && paths.cost <= ref.cost + tol) cls = "coercion-path";
+        }
+        ++classes[cls];
         std::string best_source = plan_source(p, *t, ref);
         CheckerPlan confirm = run_checker(best_source);
         double confirm_cost = confirm.ok ? confirm.cost : kInf;
         if (confirm.ok && std::abs(confirm.cost - ref.cost) <= tol) ++plan_confirmed;
-        examples.push_back({i, p.ops.size() - 1, text, chk.cost, ref.cost, chk.text, plan_text(p, *t, ref), best_source,
+        examples.push_back({i, cls, p.ops.size() - 1, text, chk.cost, ref.cost, chk.text, plan_text(p, *t, ref), best_source,
                             confirm_cost});
     }
     std::sort(examples.begin(), examples.end(), [](const Example& a, const Example& b) {
         return std::make_pair(a.ops, a.text.size()) < std::make_pair(b.ops, b.text.size());
     });
     std::string summary = fmt::format(
-        "plan optimality, seed {}: {} programs generated, {} checked, {} not minimal ({:.1f}%), worst ratio {:.4g}; "
+        "plan optimality, seed {}: {} programs generated, {} checked, {} not minimal ({:.1f}%), worst ratio {:.4g} "
+        "(and {} where a plan with no communication exists); "
         "{} rejected by the checker, {} too big to search, {} where the checker beat the search; "
         "{} of the cheaper plans, written as annotated source, check at the searched cost\n",
         seed, programs, checked, not_minimal, checked ? 100.0 * static_cast<double>(not_minimal) / static_cast<double>(checked) : 0.0,
-        worst_ratio, rejected, skipped, cheaper_than_search, plan_confirmed);
+        worst_ratio, free_but_paid, rejected, skipped, cheaper_than_search, plan_confirmed);
+    for (const auto& [cls, n] : classes) summary += fmt::format("  class {}: {} programs\n", cls, n);
     std::string report = summary;
     for (size_t e = 0; e < examples.size() && e < show; ++e) {
         const Example& x = examples[e];
         report += fmt::format(
-            "--- program {} ({} ops): checker {:.6g} s, cheapest {:.6g} s (ratio {:.4g})\n{}checker's collectives:\n{}"
+            "--- program {} ({}, {} ops): checker {:.6g} s, cheapest {:.6g} s (ratio {:.4g})\n{}checker's collectives:\n{}"
             "cheapest plan:\n{}cheapest plan as source (checks at {:.6g} s):\n{}",
-            x.index, x.ops, x.checker, x.best, x.best > 0 ? x.checker / x.best : kInf, x.text, x.checker_plan, x.best_plan,
+            x.index, x.cls, x.ops, x.checker, x.best, x.best > 0 ? x.checker / x.best : kInf, x.text, x.checker_plan, x.best_plan,
             x.best_source_cost, x.best_source);
     }
     if (!first_rejected.empty()) report += "--- first program the checker rejected:\n" + first_rejected;
@@ -984,8 +1036,8 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
         std::filesystem::create_directories(out_dir);
         std::ofstream(std::filesystem::path(out_dir) / "summary.txt") << report;
         for (const Example& x : examples) {
-            std::ofstream f(std::filesystem::path(out_dir) / fmt::format("program-{:05}.msh", x.index));
-            f << fmt::format("// checker {:.6g} s, cheapest {:.6g} s\n// checker's collectives:\n", x.checker, x.best);
+            std::ofstream f(std::filesystem::path(out_dir) / fmt::format("{}-{:05}.msh", x.cls, x.index));
+            f << fmt::format("// class {}, {} ops\n// checker {:.6g} s, cheapest {:.6g} s\n// checker's collectives:\n", x.cls, x.ops, x.checker, x.best);
             std::istringstream cp(x.checker_plan + "cheapest plan:\n" + x.best_plan);
             for (std::string line; std::getline(cp, line);) f << "//" << line << "\n";
             f << x.text << "\n// the cheapest plan, annotated:\n";
@@ -1001,4 +1053,71 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
         CHECK(checked + skipped + rejected == programs);
         CHECK(not_minimal <= kCeilingNotMinimal);
     }
+}
+
+// The coercion planner alone: ir::plan_reshard's direct plan between two layouts against
+// every two-step path through a third layout (each step planned by plan_reshard), on a
+// rank-2 value of a 2-axis and a 3-axis mesh. A cheaper path is a plan the checker cannot
+// find by planning each coercion on its own; counted and shown, not failed (ceiling).
+TEST_CASE("coercion plans against two-step paths through a third layout", "[plan-optimality]") {
+    struct Case {
+        std::vector<ir::MeshAxis> axes;
+        std::vector<int64_t> shape;
+    };
+    std::vector<Case> cases = {
+        {{{"a", 2, 5e-6, 1e11}, {"b", 3, 5e-6, 1e11}}, {96, 24}},
+        {{{"a", 2, 1e-6, 3e11}, {"b", 3, 2e-5, 1e10}, {"c", 2, 5e-6, 25e9}}, {192, 48}},
+    };
+    size_t pairs = 0, cheaper = 0;
+    std::string report;
+    for (const Case& c : cases) {
+        ir::Mesh mesh;
+        mesh.name = "M";
+        mesh.axes = c.axes;
+        LayoutTable t = make_table(c.shape.size(), c.axes.size());
+        size_t n = t.layouts.size();
+        std::vector<double> cost(n * n);
+        for (size_t i = 0; i < n; ++i) {
+            ir::TensorType type;
+            type.shape = c.shape;
+            type.mesh = 0;
+            type.layout = t.layouts[i];
+            for (size_t j = 0; j < n; ++j) cost[i * n + j] = ir::reshard_cost(type, t.layouts[j], mesh);
+        }
+        size_t here = 0;
+        double best_gain = 0;
+        std::string best;
+        for (size_t i = 0; i < n; ++i) {
+            for (size_t j = 0; j < n; ++j) {
+                if (i == j) continue;
+                ++pairs;
+                double direct = cost[i * n + j];
+                size_t mid = n;
+                double two = direct;
+                for (size_t k = 0; k < n; ++k) {
+                    double via = cost[i * n + k] + cost[k * n + j];
+                    if (via < two - 1e-9 * direct) {
+                        two = via;
+                        mid = k;
+                    }
+                }
+                if (mid == n) continue;
+                ++here;
+                double gain = direct / two;
+                if (gain > best_gain) {
+                    best_gain = gain;
+                    best = fmt::format("  {} -> {}: direct {:.6g} s, via {} {:.6g} s ({:.3g}x)\n",
+                                       ir::layout_to_string(t.layouts[i], mesh), ir::layout_to_string(t.layouts[j], mesh), direct,
+                                       ir::layout_to_string(t.layouts[mid], mesh), two, gain);
+                }
+            }
+        }
+        cheaper += here;
+        report += fmt::format("mesh of {} axes, shape {}: {} of {} layout pairs have a cheaper two-step path; largest gain:\n{}",
+                              c.axes.size(), shape_text(c.shape), here, n * (n - 1), best);
+    }
+    WARN(report);
+    CHECK(pairs > 0);
+    constexpr size_t kCeilingCheaperPaths = 115 + 5901;  // as found when written
+    CHECK(cheaper <= kCeilingCheaperPaths);
 }
