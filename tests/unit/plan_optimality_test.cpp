@@ -1040,7 +1040,7 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
             f << fmt::format("// class {}, {} ops\n// checker {:.6g} s, cheapest {:.6g} s\n// checker's collectives:\n", x.cls, x.ops, x.checker, x.best);
             std::istringstream cp(x.checker_plan + "cheapest plan:\n" + x.best_plan);
             for (std::string line; std::getline(cp, line);) f << "//" << line << "\n";
-            f << x.text << "\n// the cheapest plan, annotated:\n";
+            f << x.text << fmt::format("\n// the cheapest plan, annotated (the checker charges it {:.6g} s):\n", x.best_source_cost);
             std::istringstream bs(x.best_source);
             for (std::string line; std::getline(bs, line);) f << "// " << line << "\n";
         }
