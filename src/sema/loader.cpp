@@ -91,7 +91,15 @@ private:
     FileId read(const std::string& path, Span requested_at) {
         if (options_.overlays) {
             auto it = options_.overlays->find(canonical(path));
-            if (it != options_.overlays->end()) return sources_.add_file(path, it->second);
+            if (it != options_.overlays->end()) {
+                if (it->second.size() > syntax::kMaxSourceBytes) {
+                    diags_.emit(DiagCode::E0111, requested_at,
+                                fmt::format("`{}` is {} bytes; the limit for a source file is {} bytes", path,
+                                            it->second.size(), syntax::kMaxSourceBytes));
+                    return kNoFile;
+                }
+                return sources_.add_file(path, it->second);
+            }
         }
         return read_source_file(sources_, diags_, path, requested_at);
     }

@@ -303,6 +303,23 @@ def main():
     check(any(d["code"] == "E0201" for d in diags), "an unsaved edit of an imported module reaches its importer", diags)
     c.notify("textDocument/didClose", {"textDocument": {"uri": nn_uri}})
 
+    # An error inside an imported module is shown at the import.
+    (work / "helper.msh").write_text("fn twice(x: Tensor f32 [4]) -> Tensor f32 [4] {\n    x * two\n}\n")
+    user = "import helper;\n\nfn main() {\n    print(\"s\", sum(helper.twice(zeros([4]))));\n}\n"
+    user_uri = uri_of(work / "user.msh")
+    c.open(user_uri, user, 1)
+    diags = c.diagnostics(user_uri, 1)
+    check(len(diags) == 1 and diags[0]["range"]["start"]["line"] == 0 and "helper.msh:2:9" in diags[0]["message"],
+          "an error in an imported file is shown at the import", diags)
+
+    # A document over the source size limit is E0111, like a file on disk.
+    big_uri = uri_of(work / "big.msh")
+    c.open(big_uri, "// " + "x" * (16 << 20) + "\n", 1)
+    diags = c.diagnostics(big_uri, 1, timeout=120)
+    check(len(diags) == 1 and diags[0]["code"] == "E0111", "an oversized document: E0111", [d["code"] for d in diags])
+    c.notify("textDocument/didClose", {"textDocument": {"uri": big_uri}})
+    check(c.diagnostics(big_uri, None) == [], "didClose clears the document's diagnostics")
+
     status = c.close()
     check(status == 0, "shutdown + exit: exit status 0", status)
 
