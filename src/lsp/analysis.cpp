@@ -43,8 +43,16 @@ std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::s
             a->gir = std::move(gir);
             return a;
         }
-        // Autodiff on a copy: its errors (E06, backward --strict-comm) are the check's,
-        // and the checker's GIR stays for hovers if it fails.
+        // Autodiff (when there is a `grad`) on a copy: its errors (E06, backward
+        // --strict-comm) are the check's, and the checker's GIR stays for hovers if it fails.
+        bool has_grad = false;
+        for (const ir::Function& f : gir->functions) {
+            ir::for_each_op(f.ops, [&](const ir::Op& op) { has_grad = has_grad || op.kind == ir::OpKind::Grad; });
+        }
+        if (!has_grad) {
+            a->gir = std::move(gir);
+            return a;
+        }
         auto derived = std::make_unique<ir::Module>(*gir);
         transform::AutodiffOptions ad_options;
         ad_options.strict_comm = options.strict_comm;

@@ -45,14 +45,17 @@ struct AstFacts {
         const ast::Item* fn;
     };
     std::vector<Binding> bindings;
-    std::set<std::pair<uint32_t, uint32_t>> expr_spans;  // root file: every expression
+    std::set<std::pair<uint32_t, uint32_t>> expr_spans;  // root file: every tensor-valued expression
 };
 
 void walk_block(const ast::Block* b, const ast::Item* fn, AstFacts& facts, FileId root);
 
 void walk_expr(const ast::Expr* e, const ast::Item* fn, AstFacts& facts, FileId root) {
     if (!e) return;
-    if (e->span.file == root) facts.expr_spans.insert({e->span.begin, e->span.end});
+    // Tuples and struct literals are not one tensor: no `reshard` can wrap them.
+    if (e->span.file == root && e->kind != ast::ExprKind::Tuple && e->kind != ast::ExprKind::StructLit) {
+        facts.expr_spans.insert({e->span.begin, e->span.end});
+    }
     walk_expr(e->lhs, fn, facts, root);
     walk_expr(e->rhs, fn, facts, root);
     for (const ast::Arg& arg : e->args) walk_expr(arg.value, fn, facts, root);
@@ -247,7 +250,7 @@ std::string item_header(const Analysis& a, const ast::Item& item) {
 
 std::string doc_of(const ast::Item& item) {
     std::string doc;
-    for (std::string_view line : item.doc) doc += trimmed(line) + "\n";
+    for (std::string_view line : item.doc) doc += (doc.empty() ? "" : "\n") + trimmed(line);
     return doc.empty() ? "" : "\n\n" + doc;
 }
 
@@ -562,9 +565,10 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
                 for (const ir::Function& f : a.gir->functions) {
                     if (f.name != item->name.name || !contains(item->span, f.span)) continue;
                     sema::FunctionTotals t = sema::function_totals(*a.gir, f);
-                    lines.push_back(fmt::format("- `{}`{}: {:g} collectives, {:.0f} bytes sent per device, {}",
+                    lines.push_back(fmt::format("- `{}`{}: {:g} collective{}, {:.0f} bytes sent per device, {}",
                                                 ir::function_label(f), f.derived.empty() ? "" : " (" + f.derived + ")",
-                                                t.collectives, t.bytes_sent, seconds(t.seconds)));
+                                                t.collectives, t.collectives == 1 ? "" : "s", t.bytes_sent,
+                                                seconds(t.seconds)));
                 }
                 if (!lines.empty()) md += fmt::format("\n\n**instances**\n\n{}", fmt::join(lines, "\n"));
                 // On a call: the collectives the call runs.
@@ -814,6 +818,8 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
     std::set<std::pair<uint32_t, uint32_t>> offered;
     auto overlaps = [&](Span s) { return s.valid() && s.file == a.root && s.begin <= end && begin <= s.end; };
     auto offer = [&](Span span, const std::string& layout, const std::string& why, json diagnostic) {
+        // `reshard` names a layout without `partial`: a pending sum kept is not expressible.
+        if (layout.find("partial") != std::string::npos) return;
         if (!facts.expr_spans.count({span.begin, span.end}) || !offered.insert({span.begin, span.end}).second) return;
         std::string expr(text.substr(span.begin, span.end - span.begin));
         std::string replacement = fmt::format("reshard({}, {})", expr, layout);
