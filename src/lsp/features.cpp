@@ -124,10 +124,11 @@ std::string collective_text(const ir::Module& m, const ir::Function& f, const ir
     }
     const ir::Mesh* mesh = nullptr;
     std::string shape;
-    if (!op.operands.empty() && op.operands[0] < f.types.size()) {
-        const ir::TensorType& t = f.types[op.operands[0]];
-        mesh = m.mesh(t.mesh);
-        shape = fmt::format("{} [{}]", dtype_name(t.dtype), fmt::join(t.shape, ", "));
+    for (ir::ValueId v : op.operands) {  // an all_reduce may carry several tensors
+        if (v >= f.types.size()) continue;
+        const ir::TensorType& t = f.types[v];
+        if (!mesh) mesh = m.mesh(t.mesh);
+        shape += fmt::format("{}{} [{}]", shape.empty() ? "" : ", ", dtype_name(t.dtype), fmt::join(t.shape, ", "));
     }
     what += " over (" + (mesh ? mesh->axis_names(op.axes) : std::string("?")) + ")";
     if (op.kind == ir::OpKind::ReduceScatter || op.kind == ir::OpKind::AllGather) what += fmt::format(" dim {}", op.dim);

@@ -11,6 +11,7 @@ namespace meshc::lsp {
 namespace {
 
 constexpr size_t kMaxBody = 64u << 20;
+constexpr size_t kMaxHeaderLine = 8u << 10;
 
 bool iequals_prefix(std::string_view line, std::string_view prefix) {
     if (line.size() < prefix.size()) return false;
@@ -37,8 +38,20 @@ RawMessage read_message(std::istream& in) {
     bool bad_length = false;
     bool any_header = false;
     std::string line;
+    bool too_long = false;
     while (true) {
-        if (!std::getline(in, line)) {
+        // One header line, at most kMaxHeaderLine bytes kept (the rest of a longer one
+        // is skipped, and the message is then a bad header).
+        line.clear();
+        int c;
+        while ((c = in.get()) != std::char_traits<char>::eof() && c != '\n') {
+            if (line.size() < kMaxHeaderLine) {
+                line += static_cast<char>(c);
+            } else {
+                too_long = true;
+            }
+        }
+        if (c == std::char_traits<char>::eof() && line.empty()) {
             m.status = RawMessage::Status::Eof;
             return m;
         }
@@ -59,9 +72,11 @@ RawMessage read_message(std::istream& in) {
             }
         }
     }
-    if (bad_length || !length) {
+    if (bad_length || !length || too_long) {
         m.status = RawMessage::Status::BadHeader;
-        m.problem = bad_length ? "invalid Content-Length header" : "message without a Content-Length header";
+        m.problem = too_long     ? "header line over 8 KiB"
+                    : bad_length ? "invalid Content-Length header"
+                                 : "message without a Content-Length header";
         return m;
     }
     if (*length > kMaxBody) {
