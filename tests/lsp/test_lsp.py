@@ -306,6 +306,21 @@ def main():
     check(any(d["code"] == "E0201" for d in diags), "an unsaved edit of an imported module reaches its importer", diags)
     c.notify("textDocument/didClose", {"textDocument": {"uri": nn_uri}})
 
+    # UTF-16 positions (the default): an incremental edit after a non-BMP character.
+    wide_uri = uri_of(work / "wide.msh")
+    wide = 'fn main() {\n    print("\u00fc\U0001F600", 1);\n}\n'
+    c.open(wide_uri, wide, 1)
+    check(c.diagnostics(wide_uri, 1) == [], "a file with non-ASCII strings checks")
+    line1 = wide.split("\n")[1]
+    units = lambda text: len(text.encode("utf-16-le")) // 2
+    at = units(line1[:line1.index(", 1")])
+    c.change_range(wide_uri, 2, (1, at + 2), (1, at + 3), "nope")  # `1` -> `nope`
+    diags = c.diagnostics(wide_uri, 2)
+    want = {"line": 1, "character": at + 2}
+    check(len(diags) == 1 and diags[0]["range"]["start"] == want and "nope" in diags[0]["message"],
+          "UTF-16: incremental edit and diagnostic range after an emoji", diags)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": wide_uri}})
+
     # An error inside an imported module is shown at the import.
     (work / "helper.msh").write_text("fn twice(x: Tensor f32 [4]) -> Tensor f32 [4] {\n    x * two\n}\n")
     user = "import helper;\n\nfn main() {\n    print(\"s\", sum(helper.twice(zeros([4]))));\n}\n"
