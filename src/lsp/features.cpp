@@ -597,9 +597,28 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
 // ------------------------------------------------------------------ definition, references
 
 json definition(const Analysis& a, Positions& pos, uint32_t offset) {
+    if (!a.program || a.program->modules.empty()) return nullptr;
     const sema::NameRef* ref = ref_at(a, offset);
-    if (!ref) return nullptr;
-    return json::array({pos.location(ref->def)});
+    if (ref && ref->kind == sema::SymbolKind::Module && ref->declaration) {
+        // The alias an import declares: the module's file.
+        const ast::Item* item = item_named_at(a, ref->def);
+        auto target = item ? a.program->import_targets.find(item) : a.program->import_targets.end();
+        if (target != a.program->import_targets.end()) {
+            return json::array({pos.location(Span{a.program->modules[target->second]->file, 0, 0})});
+        }
+    }
+    if (ref) return json::array({pos.location(ref->def)});
+    // The path of an import: the module's file.
+    for (const ast::Item* item : a.program->modules.front()->items) {
+        if (item->kind != ast::ItemKind::Import || item->path.empty()) continue;
+        Span path = item->path.front().span.to(item->path.back().span);
+        auto target = a.program->import_targets.find(item);
+        if (!covers(path, a.root, offset) && !(path.valid() && offset == path.end)) continue;
+        if (target == a.program->import_targets.end()) return nullptr;
+        FileId file = a.program->modules[target->second]->file;
+        return json::array({pos.location(Span{file, 0, 0})});
+    }
+    return nullptr;
 }
 
 json references(const Analysis& a, Positions& pos, uint32_t offset, bool include_declaration) {

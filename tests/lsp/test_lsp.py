@@ -298,6 +298,8 @@ def main():
     got = c.at("textDocument/definition", std_user_uri, *position_of(USES_STD, "linear(", delta=1))
     check(got and loc_at(got)[0] == nn_uri and loc_at(got)[1] == position_of(nn_text, "fn linear")[0],
           "definition of an imported function goes to the stdlib file", got)
+    got = c.at("textDocument/definition", std_user_uri, *position_of(USES_STD, "std.nn", delta=5))
+    check(got and loc_at(got) == (nn_uri, 0, 0), "definition on an import path opens the module", got)
     hv = c.at("textDocument/hover", std_user_uri, *position_of(USES_STD, "linear(", delta=1))
     check(hv and "Affine map on tokens" in hv["contents"]["value"], "hover on an imported function shows its doc")
     # Editing the imported module (unsaved) changes the importer's diagnostics.
