@@ -10,6 +10,7 @@
 #include <deque>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -75,7 +76,12 @@ struct Document {
     int64_t version = 0;
     bool open = false;
     bool dirty = true;
-    std::unique_ptr<Analysis> analysis;
+    std::shared_ptr<Analysis> analysis;
+    /// The last analysis that got as far as the GIR, and the text it checked: while the
+    /// text has errors that stop checking before inference (a name being typed), hovers
+    /// and inlay hints in the unchanged parts of the text come from it.
+    std::shared_ptr<Analysis> typed;
+    std::string typed_text;
     std::set<std::string> files;  // canonical paths the last analysis read
 };
 
@@ -202,11 +208,7 @@ private:
             return nullptr;
         }
         if (method == "textDocument/didSave") return nullptr;
-        if (method == "textDocument/hover") {
-            return with_position(params, [&](const Analysis& a, Positions& pos, uint32_t offset) {
-                return hover(a, pos, offset);
-            });
-        }
+        if (method == "textDocument/hover") return hover_request(params);
         if (method == "textDocument/definition") {
             return with_position(params, [&](const Analysis& a, Positions& pos, uint32_t offset) {
                 return definition(a, pos, offset);
@@ -223,12 +225,7 @@ private:
             Positions pos(*d.analysis, utf16_);
             return document_symbols(*d.analysis, pos);
         }
-        if (method == "textDocument/inlayHint") {
-            Document& d = analysed(params);
-            Positions pos(*d.analysis, utf16_);
-            auto [begin, end] = offsets(*d.analysis, pos, params.at("range"));
-            return inlay_hints(*d.analysis, pos, begin, end);
-        }
+        if (method == "textDocument/inlayHint") return inlay_hint_request(params);
         if (method == "textDocument/semanticTokens/full") {
             Document& d = analysed(params);
             Positions pos(*d.analysis, utf16_);
@@ -353,6 +350,10 @@ private:
             files.erase(d.canonical);
         }
         d.analysis = analyse(d.path, files, analysis_options_);
+        if (d.analysis->gir && d.open) {
+            d.typed = d.analysis;
+            d.typed_text = d.text;
+        }
         d.dirty = false;
         d.files.clear();
         if (d.analysis->program) {
@@ -406,6 +407,93 @@ private:
         uint32_t begin = index.offset(range.at("start").at("line"), range.at("start").at("character"));
         uint32_t end = index.offset(range.at("end").at("line"), range.at("end").at("character"));
         return {std::min(begin, end), std::max(begin, end)};
+    }
+
+    // ------------------------------------------------------------ stale types
+    // Offsets of the text checked last with a GIR (old) against the current (new): the
+    // common prefix and suffix map; the edited middle does not.
+    struct TextMap {
+        size_t prefix = 0, suffix = 0, old_len = 0, new_len = 0;
+        TextMap(std::string_view old_text, std::string_view new_text)
+            : old_len(old_text.size()), new_len(new_text.size()) {
+            size_t limit = std::min(old_len, new_len);
+            while (prefix < limit && old_text[prefix] == new_text[prefix]) ++prefix;
+            while (suffix < limit - prefix && old_text[old_len - 1 - suffix] == new_text[new_len - 1 - suffix]) ++suffix;
+        }
+        std::optional<uint32_t> to_old(uint32_t n) const {
+            if (n < prefix) return n;
+            if (n >= new_len - suffix && n <= new_len) return static_cast<uint32_t>(n - new_len + old_len);
+            return std::nullopt;
+        }
+        /// Whether old [begin, end) lies in the common prefix or suffix.
+        bool unchanged(uint32_t begin, uint32_t end) const {
+            return end <= prefix || (begin >= old_len - suffix && end <= old_len);
+        }
+        std::optional<uint32_t> to_new(uint32_t o) const {
+            if (o <= prefix) return o;
+            if (o >= old_len - suffix && o <= old_len) return static_cast<uint32_t>(o - old_len + new_len);
+            return std::nullopt;
+        }
+    };
+
+    /// The document's last typed analysis when the current one has no GIR (and the map
+    /// from the current text to the one it checked); null otherwise.
+    std::optional<TextMap> stale(const Document& d) const {
+        if (!d.open || (d.analysis && d.analysis->gir) || !d.typed || d.typed->root == kNoFile) return std::nullopt;
+        return TextMap(d.typed_text, d.text);
+    }
+
+    json hover_request(const json& params) {
+        Document& d = analysed(params);
+        const json& p = params.at("position");
+        uint32_t line = p.at("line").get<uint32_t>(), character = p.at("character").get<uint32_t>();
+        if (auto map = stale(d)) {
+            LineIndex now(d.text, utf16_);
+            auto old_offset = map->to_old(now.offset(line, character));
+            if (!old_offset) return nullptr;
+            Positions pos(*d.typed, utf16_);
+            json result = hover(*d.typed, pos, *old_offset);
+            if (result.is_null()) return result;
+            // The construct hovered must lie wholly in unchanged text.
+            const LineIndex& then = pos.index(d.typed->root);
+            json& r = result["range"];
+            uint32_t old_begin = then.offset(r["start"]["line"], r["start"]["character"]);
+            uint32_t old_end = then.offset(r["end"]["line"], r["end"]["character"]);
+            if (!map->unchanged(old_begin, old_end)) return nullptr;
+            r = now.range(*map->to_new(old_begin), *map->to_new(old_end));
+            result["contents"]["value"] = result["contents"]["value"].get<std::string>() +
+                                          "\n\n*(as of the last version that got through name resolution)*";
+            return result;
+        }
+        return with_position(params, [&](const Analysis& a, Positions& pos, uint32_t offset) {
+            return hover(a, pos, offset);
+        });
+    }
+
+    json inlay_hint_request(const json& params) {
+        Document& d = analysed(params);
+        if (auto map = stale(d)) {
+            LineIndex now(d.text, utf16_);
+            Positions pos(*d.typed, utf16_);
+            const LineIndex& then = pos.index(d.typed->root);
+            const json& range = params.at("range");
+            uint32_t begin = now.offset(range.at("start").at("line"), range.at("start").at("character"));
+            uint32_t end = now.offset(range.at("end").at("line"), range.at("end").at("character"));
+            json out = json::array();
+            for (json& hint : inlay_hints(*d.typed, pos, 0, static_cast<uint32_t>(d.typed_text.size()))) {
+                // After a name: the name's last character and the next are unchanged.
+                uint32_t old_at = then.offset(hint["position"]["line"], hint["position"]["character"]);
+                if (old_at == 0 || !map->unchanged(old_at - 1, old_at + 1)) continue;
+                auto at = map->to_new(old_at);
+                if (!at || *at < begin || *at > end) continue;
+                hint["position"] = now.position(*at);
+                out.push_back(std::move(hint));
+            }
+            return out;
+        }
+        Positions pos(*d.analysis, utf16_);
+        auto [begin, end] = offsets(*d.analysis, pos, params.at("range"));
+        return inlay_hints(*d.analysis, pos, begin, end);
     }
 
     template <typename F>

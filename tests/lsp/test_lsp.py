@@ -106,6 +106,17 @@ def main():
               "the diagnostic's range starts at the name", d)
         check(any("did you mean" in r["message"] for r in d.get("relatedInformation", [])),
               "notes are relatedInformation", d)
+    # While names do not resolve there is no GIR: hovers and inlay hints in the unchanged
+    # text come from the last version that had one.
+    hv = c.at("textDocument/hover", main_uri, *position_of(broken, "h @ w2", delta=2))
+    text = hv["contents"]["value"] if hv else ""
+    check("partial {model}" in text and "as of the last version" in text, "hover during a name error: the last types", text)
+    hv = c.at("textDocument/hover", main_uri, *position_of(broken, "w3"))
+    check(hv is None, "no stale hover inside the edited text", hv)
+    hints = c.request("textDocument/inlayHint", {"textDocument": {"uri": main_uri},
+                                                 "range": {"start": {"line": 0, "character": 0},
+                                                           "end": {"line": 100, "character": 0}}})
+    check(len(hints) == 5, "inlay hints during a name error: the last ones, where the text did not change", hints)
     c.change_full(main_uri, MAIN, 3)
     check(c.diagnostics(main_uri, 3) == [], "fixing the error clears the diagnostics")
 
