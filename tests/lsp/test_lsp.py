@@ -7,6 +7,7 @@ failing handler, an edit storm, a stdlib file, and a clean shutdown.
 import argparse
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -374,6 +375,7 @@ def main():
     check(got and loc_at(got)[1:] == position_of(wide, "h = relu"), "definition with utf-8 positions", got)
     c4.close()
 
+    shutil.rmtree(work, ignore_errors=True)
     print(f"lsp: {len(failures)} failures")
     return 1 if failures else 0
 

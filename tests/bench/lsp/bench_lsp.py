@@ -9,6 +9,7 @@ first check after didOpen, and `meshc check` on the same file for comparison.
 import argparse
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,6 +98,7 @@ def main():
         assert d == [], d
     c.close()
     samples.sort()
+    shutil.rmtree(work, ignore_errors=True)
     q = statistics.quantiles(samples, n=10)
     print(f"file: {nlines} lines, {len(text)} bytes, {layers} layer functions + main")
     print(f"meshc check (process, whole file): {check_s * 1e3:.1f} ms")
