@@ -10,6 +10,7 @@ PACKAGES=(
   libz3-dev z3 libfmt-dev catch2 re2c bison
   libopenmpi-dev openmpi-bin libopenblas-dev
   nlohmann-json3-dev libcli11-dev python3-numpy
+  neovim
 )
 
 missing=()

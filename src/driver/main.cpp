@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "codegen/codegen.h"
+#include "lsp/lsp.h"
 #include "ir/gir.h"
 #include "sema/mesh.h"
 #include "sema/explain.h"
@@ -547,6 +548,13 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"gir-checked", "gir", "local", "llvm", "asm", "ptx", "obj"}));
     run_cmd->add_option("args", run.run_args, "Arguments for the program (after `--`)");
 
+    lsp::ServerOptions lsp_options;
+    lsp_options.stdlib_dir = check.stdlib_dir;
+    CLI::App* lsp_cmd = app.add_subcommand("lsp", "Run the language server on stdin/stdout (LSP, JSON-RPC)");
+    lsp_cmd->add_option("--stdlib", lsp_options.stdlib_dir, "Standard library folder");
+    lsp_cmd->add_flag("--strict-comm", lsp_options.strict_comm, "Check as `meshc check --strict-comm`");
+    lsp_cmd->add_flag("--log", lsp_options.verbose, "Log each message and check to stderr");
+
     std::string help_topic;
     CLI::App* help_cmd = app.add_subcommand("help", "Show help for meshc or a sub-command");
     help_cmd->add_option("command", help_topic, "Sub-command");
@@ -573,6 +581,7 @@ int main(int argc, char** argv) {
         std::cerr << fmt::format("meshc: no sub-command `{}`; see `meshc help`\n", help_topic);
         return 2;
     }
+    if (lsp_cmd->parsed()) return lsp::run_server(std::cin, std::cout, lsp_options);
     if (build_cmd->parsed() || run_cmd->parsed()) {
         bool is_run = run_cmd->parsed();
         CheckOptions& opts = is_run ? run : build;

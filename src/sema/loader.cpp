@@ -67,7 +67,7 @@ public:
         : sources_(sources), diags_(diags), options_(options) {}
 
     Program run(const std::string& root) {
-        FileId file = read_source_file(sources_, diags_, root);
+        FileId file = read(root, {});
         if (file == kNoFile) return std::move(program_);
         add_module(file, canonical(root));
         // Breadth-first over imports; modules appended while iterating.
@@ -87,6 +87,29 @@ private:
         return ec ? path : p.string();
     }
 
+    // An overlay (an open, edited document) wins over the file on disk.
+    FileId read(const std::string& path, Span requested_at) {
+        if (options_.overlays) {
+            auto it = options_.overlays->find(canonical(path));
+            if (it != options_.overlays->end()) {
+                if (it->second.size() > syntax::kMaxSourceBytes) {
+                    diags_.emit(DiagCode::E0111, requested_at,
+                                fmt::format("`{}` is {} bytes; the limit for a source file is {} bytes", path,
+                                            it->second.size(), syntax::kMaxSourceBytes));
+                    return kNoFile;
+                }
+                return sources_.add_file(path, it->second);
+            }
+        }
+        return read_source_file(sources_, diags_, path, requested_at);
+    }
+
+    bool exists(const fs::path& path) const {
+        std::error_code ec;
+        if (options_.overlays && options_.overlays->count(canonical(path.string()))) return true;
+        return fs::is_regular_file(path, ec);
+    }
+
     void add_module(FileId file, const std::string& key) {
         by_path_[key] = program_.modules.size();
         program_.modules.push_back(syntax::parse_file(sources_, file, diags_));
@@ -101,15 +124,14 @@ private:
         if (!options_.stdlib_dir.empty()) candidates.push_back(fs::path(options_.stdlib_dir) / relative);
         Span path_span = item.path.front().span.to(item.path.back().span);
         for (const fs::path& candidate : candidates) {
-            std::error_code ec;
-            if (!fs::is_regular_file(candidate, ec)) continue;
+            if (!exists(candidate)) continue;
             std::string key = canonical(candidate.string());
             auto found = by_path_.find(key);
             if (found != by_path_.end()) {
                 program_.import_targets[&item] = found->second;
                 return;
             }
-            FileId file = read_source_file(sources_, diags_, candidate.string(), path_span);
+            FileId file = read(candidate.string(), path_span);
             if (file == kNoFile) return;
             program_.import_targets[&item] = program_.modules.size();
             add_module(file, key);

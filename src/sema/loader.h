@@ -16,6 +16,9 @@ namespace meshc::sema {
 
 struct LoadOptions {
     std::string stdlib_dir;  // folder holding std/nn.msh, ...
+    /// Files to read from memory instead of disk, by canonical path (the language
+    /// server's open documents, edited and not saved). May be null.
+    const std::map<std::string, std::string>* overlays = nullptr;
 };
 
 struct Program {

@@ -114,9 +114,9 @@ enum class DimMode : uint8_t {
 class Resolver {
 public:
     Resolver(const SourceManager& sources, const Program& program, size_t module_index,
-             DiagnosticEngine& diags, CallGraph& calls)
+             DiagnosticEngine& diags, CallGraph& calls, NameIndex* index)
         : program_(program), module_(*program.modules[module_index]),
-          diags_(diags), calls_(calls) {}
+          diags_(diags), calls_(calls), index_(index) {}
 
     void run() {
         recovered_.insert(module_.recovered_names.begin(), module_.recovered_names.end());
@@ -154,6 +154,12 @@ private:
                 continue;
             }
             auto [it, inserted] = globals_.emplace(name, g);
+            record(item->name.span, item->name.span, global_symbol(g.kind));
+            if (g.kind == GlobalKind::Mesh) {
+                for (const MeshAxisDecl& a : item->axes) record(a.name.span, a.name.span, SymbolKind::MeshAxis);
+            } else if (g.kind == GlobalKind::Struct) {
+                for (const Param& f : item->fields) record(f.name.span, f.name.span, SymbolKind::Field);
+            }
             if (!inserted) {
                 diags_.emit(DiagCode::E0202, item->name.span,
                             fmt::format("`{}` is defined more than once", name))
@@ -285,6 +291,7 @@ private:
             // that its uses are not reported again (no cascade).
             if (is_mesh || unknown_kind) scope.mesh_params.emplace(g.name.name, g.name.span);
             if (!is_mesh) scope.size_vars.emplace(g.name.name, g.name.span);
+            record(g.name.span, g.name.span, is_mesh ? SymbolKind::MeshParameter : SymbolKind::SizeVariable);
         }
     }
 
@@ -313,6 +320,7 @@ private:
         for (const Param& p : item.params) {
             resolve_type(*p.type, scope, DimMode::Signature);
             auto [it, inserted] = scope.locals.back().emplace(p.name.name, Local{LocalKind::Param, p.name.span});
+            record(p.name.span, p.name.span, SymbolKind::Parameter);
             if (!inserted) {
                 diags_.emit(DiagCode::E0204, p.name.span,
                             fmt::format("function `{}` has two parameters named `{}`",
@@ -331,9 +339,15 @@ private:
     // ------------------------------------------------------------ types
 
     MeshRef lookup_mesh(const Ident& name, const FnScope& scope, bool report) {
-        if (scope.mesh_params.count(name.name)) return MeshRef{true, nullptr};
+        if (auto param = scope.mesh_params.find(name.name); param != scope.mesh_params.end()) {
+            record(name.span, param->second, SymbolKind::MeshParameter);
+            return MeshRef{true, nullptr};
+        }
         auto g = lookup_global(name.name);
-        if (g && g->kind == GlobalKind::Mesh) return MeshRef{true, g->item};
+        if (g && g->kind == GlobalKind::Mesh) {
+            record(name.span, g->item->name.span, SymbolKind::Mesh);
+            return MeshRef{true, g->item};
+        }
         if (report && !g && recovered_.count(name.name)) report = false;
         if (report) {
             auto& d = diags_.emit(DiagCode::E0203, name.span,
@@ -375,12 +389,17 @@ private:
             MeshRef mesh = lookup_mesh(dim.name, scope, true);
             if (mesh.concrete && !find_axis(*mesh.concrete, dim.axis.name)) {
                 unknown_axis(*mesh.concrete, dim.axis);
+            } else if (mesh.concrete) {
+                record(dim.axis.span, find_axis(*mesh.concrete, dim.axis.name)->name.span, SymbolKind::MeshAxis);
             }
             return;
         }
         case DimKind::Var: {
             std::string_view name = dim.name.name;
-            if (scope.size_vars.count(name)) return;
+            if (auto var = scope.size_vars.find(name); var != scope.size_vars.end()) {
+                record(dim.name.span, var->second, SymbolKind::SizeVariable);
+                return;
+            }
             if (scope.mesh_params.count(name) ||
                 (lookup_global(name) && lookup_global(name)->kind == GlobalKind::Mesh)) {
                 diags_.emit(DiagCode::E0209, dim.span,
@@ -390,6 +409,7 @@ private:
             }
             if (mode == DimMode::Signature) {
                 scope.size_vars.emplace(name, dim.span);  // implicitly generalized
+                record(dim.name.span, dim.span, SymbolKind::SizeVariable);
                 return;
             }
             auto& d = diags_.emit(DiagCode::E0201, dim.span,
@@ -432,6 +452,7 @@ private:
                 unknown_axis(*mesh.concrete, axis);
                 return;
             }
+            if (mesh.concrete) record(axis.span, find_axis(*mesh.concrete, axis.name)->name.span, SymbolKind::MeshAxis);
             auto [it, inserted] = used_axes.emplace(axis.name, axis.span);
             if (!inserted) {
                 diags_.emit(DiagCode::E0402, axis.span,
@@ -443,6 +464,11 @@ private:
         if (type.layout) {
             std::map<size_t, Span> keyed;
             for (const LayoutEntry& e : type.layout->entries) {
+                if (e.key_name) {
+                    if (auto var = scope.size_vars.find(e.key_name->name); var != scope.size_vars.end()) {
+                        record(e.key_name->span, var->second, SymbolKind::SizeVariable);
+                    }
+                }
                 std::optional<size_t> position = layout_key_position(type, e);
                 if (position) {
                     auto [it, inserted] = keyed.emplace(*position, e.key_span);
@@ -536,6 +562,7 @@ private:
                     .note(fmt::format("import it first: `import std.{};`", type.module->name));
                 return false;
             }
+            record(type.module->span, g->item->name.span, SymbolKind::Module);
             target = find_item(*program_.modules[g->module], type.name.name);
             if (!target && is_recovered(*program_.modules[g->module], type.name.name)) return false;
             if (!target) {
@@ -561,6 +588,7 @@ private:
             }
             return false;
         }
+        record(type.name.span, target->name.span, SymbolKind::Struct);
         if (type.args.size() != target->generics.size()) {
             diags_.emit(DiagCode::E0303, type.span,
                         fmt::format("struct `{}` takes {} generic argument{}, found {}",
@@ -636,8 +664,14 @@ private:
 
     void resolve_name_expr(const Expr& e, FnScope& scope) {
         std::string_view name = e.name.name;
-        if (lookup_local(scope, name)) return;
-        if (scope.size_vars.count(name)) return;  // a size used as an i64 value
+        if (const Local* local = lookup_local(scope, name)) {
+            record(e.name.span, local->span, local_symbol(local->kind));
+            return;
+        }
+        if (auto var = scope.size_vars.find(name); var != scope.size_vars.end()) {
+            record(e.name.span, var->second, SymbolKind::SizeVariable);
+            return;  // a size used as an i64 value
+        }
         if (scope.mesh_params.count(name)) {
             diags_.emit(DiagCode::E0209, e.span, fmt::format("mesh `{}` is not a value", name))
                 .note(fmt::format("the size of one of its axes is `{}.axis`", name));
@@ -648,6 +682,7 @@ private:
             unknown_name(e.name, "name", scope);
             return;
         }
+        if (g->item) record(e.name.span, g->item->name.span, global_symbol(g->kind));
         switch (g->kind) {
         case GlobalKind::Fn: note_call(g->item, e.span, scope); return;
         case GlobalKind::Builtin: return;
@@ -672,19 +707,34 @@ private:
         if (base.kind != ExprKind::Name) return false;
         std::string_view name = base.name.name;
         if (lookup_local(scope, name) || scope.size_vars.count(name)) return false;
-        if (scope.mesh_params.count(name)) return true;  // axis of a generic mesh
+        if (auto param = scope.mesh_params.find(name); param != scope.mesh_params.end()) {
+            record(base.name.span, param->second, SymbolKind::MeshParameter);
+            return true;  // axis of a generic mesh
+        }
         auto g = lookup_global(name);
         if (!g) {
             if (unresolved_imports_.count(name)) return true;
             return false;
         }
+        if (g->item && (g->kind == GlobalKind::Mesh || g->kind == GlobalKind::Module)) {
+            record(base.name.span, g->item->name.span, global_symbol(g->kind));
+        }
         if (g->kind == GlobalKind::Mesh) {
-            if (!find_axis(*g->item, e.name.name)) unknown_axis(*g->item, e.name);
+            if (const MeshAxisDecl* axis = find_axis(*g->item, e.name.name)) {
+                record(e.name.span, axis->name.span, SymbolKind::MeshAxis);
+            } else {
+                unknown_axis(*g->item, e.name);
+            }
             return true;
         }
         if (g->kind == GlobalKind::Module) {
             const Module& target = *program_.modules[g->module];
             const Item* item = find_item(target, e.name.name);
+            if (item) {
+                record(e.name.span, item->name.span,
+                       item->kind == ItemKind::Fn ? SymbolKind::Function
+                       : item->kind == ItemKind::Struct ? SymbolKind::Struct : SymbolKind::Mesh);
+            }
             if (!item && is_recovered(target, e.name.name)) return true;
             if (!item) {
                 std::vector<std::string_view> names;
@@ -848,6 +898,12 @@ private:
             return;
         }
         const Item& s = *g->item;
+        record(e.name.span, s.name.span, SymbolKind::Struct);
+        for (const FieldInit& f : e.fields) {
+            for (const Param& p : s.fields) {
+                if (p.name.name == f.name.name) record(f.name.span, p.name.span, SymbolKind::Field);
+            }
+        }
         std::map<std::string_view, Span> given;
         std::set<std::string_view> suggested;  // fields suggested for misspelt ones
         for (const FieldInit& f : e.fields) {
@@ -905,6 +961,7 @@ private:
                 return;
             }
             scope.locals.back()[p.name.name] = Local{LocalKind::Let, p.name.span};
+            record(p.name.span, p.name.span, SymbolKind::Variable);
             return;
         }
         }
@@ -930,6 +987,7 @@ private:
             }
             return;
         }
+        record(root->name.span, local->span, local_symbol(local->kind));
         if (local->kind != LocalKind::Var) {
             std::string_view what = local->kind == LocalKind::Param ? "a parameter"
                                     : local->kind == LocalKind::Loop ? "a loop variable"
@@ -963,6 +1021,7 @@ private:
             resolve_expr(*s.value, scope);
             if (s.type) resolve_type(*s.type, scope, DimMode::Declared);
             scope.locals.back()[s.name.name] = Local{LocalKind::Var, s.name.span};
+            record(s.name.span, s.name.span, SymbolKind::Variable);
             return;
         case StmtKind::Assign:
             resolve_expr(*s.value, scope);
@@ -973,6 +1032,7 @@ private:
             resolve_expr(*s.range_end, scope);
             scope.locals.emplace_back();
             scope.locals.back()[s.name.name] = Local{LocalKind::Loop, s.name.span};
+            record(s.name.span, s.name.span, SymbolKind::LoopVariable);
             resolve_block(*s.body, scope);
             scope.locals.pop_back();
             return;
@@ -984,10 +1044,35 @@ private:
         }
     }
 
+    // For the language server (name_index.h): a resolved name's use and declaration.
+    void record(Span use, Span def, SymbolKind kind) {
+        if (index_) index_->add(use, def, kind);
+    }
+    static SymbolKind local_symbol(LocalKind k) {
+        switch (k) {
+        case LocalKind::Param: return SymbolKind::Parameter;
+        case LocalKind::Loop: return SymbolKind::LoopVariable;
+        case LocalKind::Let:
+        case LocalKind::Var: return SymbolKind::Variable;
+        }
+        return SymbolKind::Variable;
+    }
+    static SymbolKind global_symbol(GlobalKind k) {
+        switch (k) {
+        case GlobalKind::Fn: return SymbolKind::Function;
+        case GlobalKind::Struct: return SymbolKind::Struct;
+        case GlobalKind::Mesh: return SymbolKind::Mesh;
+        case GlobalKind::Module:
+        case GlobalKind::Builtin: return SymbolKind::Module;
+        }
+        return SymbolKind::Module;
+    }
+
     const Program& program_;
     const Module& module_;
     DiagnosticEngine& diags_;
     CallGraph& calls_;
+    NameIndex* index_ = nullptr;
     std::unordered_map<std::string_view, Global> globals_;
     std::set<std::string_view> unresolved_imports_;
     std::set<std::string_view> recovered_;  // declared by code that failed to parse
@@ -1089,10 +1174,10 @@ std::optional<std::string_view> closest_name(std::string_view name,
 }
 
 void resolve_program(const SourceManager& sources, const Program& program,
-                     DiagnosticEngine& diags) {
+                     DiagnosticEngine& diags, NameIndex* index) {
     CallGraph calls;
     for (size_t i = 0; i < program.modules.size(); ++i) {
-        Resolver(sources, program, i, diags, calls).run();
+        Resolver(sources, program, i, diags, calls, index).run();
     }
     check_recursion(program, calls, diags);
 }

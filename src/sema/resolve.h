@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "sema/loader.h"
+#include "sema/name_index.h"
 #include "support/diagnostics.h"
 
 namespace meshc::sema {
 
+/// With `index`, also records every resolved name's use and declaration (the language
+/// server's definitions and references).
 void resolve_program(const SourceManager& sources, const Program& program,
-                     DiagnosticEngine& diags);
+                     DiagnosticEngine& diags, NameIndex* index = nullptr);
 
 /// The candidate closest to `name` (edit distance, a swap of two letters counting as
 /// one edit) when it is close enough to suggest as "did you mean", as name resolution

@@ -1,0 +1,47 @@
+// One check of one open document, kept for the requests that follow it: the same
+// pipeline as `meshc check` (load with the editor's unsaved buffers, resolve with a
+// name index, refine, infer, verify, autodiff), stopping where `meshc check` stops.
+// Produced by analyse(); read by features.cpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/gir.h"
+#include "sema/loader.h"
+#include "sema/name_index.h"
+#include "support/diagnostics.h"
+
+namespace meshc::lsp {
+
+struct AnalysisOptions {
+    std::string stdlib_dir;
+    bool strict_comm = false;
+};
+
+struct Analysis {
+    SourceManager sources;  // declared first: the AST points into it
+    DiagnosticEngine diags;
+    std::unique_ptr<sema::Program> program;
+    /// The checked GIR (after autodiff when it succeeded; the checker's when autodiff
+    /// reported errors); null when checking stopped before inference.
+    std::unique_ptr<ir::Module> gir;
+    sema::NameIndex names;
+    FileId root = kNoFile;
+    /// Set when a phase failed internally (MESHC_ASSERT): the message.
+    std::string internal_error;
+    /// Filled on first use by features.cpp: each GIR function's source item extent.
+    mutable std::vector<Span> function_extents;
+};
+
+/// Checks the file at `path` (its text, and that of every other open document, from
+/// `overlays`, keyed by canonical path).
+std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::string, std::string>& overlays,
+                                  const AnalysisOptions& options);
+
+/// The canonical form of a path, as overlays are keyed.
+std::string canonical_path(const std::string& path);
+
+}  // namespace meshc::lsp

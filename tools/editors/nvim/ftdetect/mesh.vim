@@ -1,0 +1,2 @@
+" Mesh source files (meshc): *.msh
+autocmd BufRead,BufNewFile *.msh setfiletype mesh
