@@ -106,6 +106,12 @@ FD_EPS = 1e-6          # central finite differences in float64
 # found in the failure text. `--skip-known` (ctest) does not build the cases `match`
 # selects. Remove an entry once the bug is fixed (its cases then XPASS).
 KNOWN_FAILURES = [
+    {"id": "reshard-meshfree",
+     "bug": "`reshard(x, {0: data})` of a mesh-free value (a parameter `Tensor f32 [..]` without `on`, which "
+            "LANGUAGE.md 4 says unifies with any mesh; the program declares one mesh) is rejected: "
+            "E0407 \"`reshard` of a value that is on no mesh\" (not in docs/diagnostics.md)",
+     "match": lambda c: "reshard-meshfree" in c.features,
+     "error": r"`reshard` of a value that is on no mesh"},
     {"id": "autodiff-pending-mul",
      "bug": "grad through `x * p` with p a `partial {..}` parameter, feeding a contraction whose other operand "
             "is split: the backward pass multiplies two pending sums; internal compiler error \"GIR verifier "
@@ -168,8 +174,9 @@ def rand_layout(R, mesh, shape, p_split=0.6, p_partial=0.0, p_free=0.0):
 # ============================================================================ cases
 
 class Val:
-    def __init__(self, name, shape, value, leaf=False):
+    def __init__(self, name, shape, value, leaf=False, free=False):
         self.name, self.shape, self.value, self.leaf = name, tuple(shape), value, leaf
+        self.free = free        # on no mesh yet (mesh-free parameters and what only they make)
 
 
 class E:
@@ -231,7 +238,7 @@ class Case:
             value = value  # values in [0, 1)
         self.params.append((name, tuple(shape), lay, main_lay, dist, seed, value))
         self.env[name] = value
-        v = Val(name, shape, value, leaf=True)
+        v = Val(name, shape, value, leaf=True, free=lay.free)
         self.pool.append(v)
         if lay.partial:
             self.features.add("partial-param")
@@ -261,11 +268,17 @@ class Case:
                 self.features.add("multi-axis-split")
         f = e.fn
         self.emit("let %s%s = %s;" % (name, ann, e.text), lambda env, f=f, name=name: env.__setitem__(name, f(env)))
-        v = Val(name, e.shape, self.env[name])
+        v = Val(name, e.shape, self.env[name], free=layout is None and self.mesh_free(e.text))
         self.pool.append(v)
         if feature:
             self.features.add(feature)
         return v
+
+    def mesh_free(self, text):
+        """Whether an expression uses only mesh-free values (and literals, creations)."""
+        by_name = {v.name: v for v in self.pool}
+        used = [by_name[w] for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text) if w in by_name]
+        return all(v.free for v in used)
 
     def pick(self, pred=None, recent=True):
         cands = [v for v in self.pool if pred is None or pred(v)]
@@ -538,6 +551,8 @@ class Case:
     def step_reshard(self):
         x = self.pick()
         lay = rand_layout(self.R, self.mesh, x.shape)
+        if x.free:
+            self.features.add("reshard-meshfree")
         self.let(E("reshard(%s, %s)" % (x.name, lay.literal()), lambda env, n=x.name: env[n], x.shape),
                  None if self.R.random() < 0.6 else lay, "reshard")
 
@@ -677,7 +692,7 @@ class Case:
         b0, b1 = branches[0][1], branches[1][1]
         self.emit(text, lambda env, name=name, cond=cond, b0=b0, b1=b1:
                   env.__setitem__(name, b0(env) if cond(env) else b1(env)))
-        self.pool.append(Val(name, x.shape, self.env[name]))
+        self.pool.append(Val(name, x.shape, self.env[name], free=not ann and self.mesh_free(text)))
         self.features.add("if")
 
     def step_for(self):
