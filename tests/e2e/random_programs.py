@@ -23,7 +23,7 @@ Many cases go into one .msh file (`--per-file`), which is built twice: on its de
 mesh and with the mesh rebound to all-1 sizes (`--mesh NAME=axis:1,...`); both runs
 save every case's result (`save`) and must match the reference (f32 program vs float64
 reference, with tolerance) and each other. A file that fails to build or run is split
-into one program per case, so the failing case is named. Every failure is reported as a
+in halves until the failing cases stand alone. Every failure is reported as a
 minimal standalone .msh holding just that case, the commands to reproduce it, and the
 expected and actual values (`--keep DIR` also writes them to DIR).
 
@@ -1064,19 +1064,23 @@ def main():
         for c in cases:
             c.ref = c.reference()
     results = {}       # cid -> {variant: (error, outputs)}
-    retry = []
-    for (tag, mesh, cases), v, fut in futs:
-        err, outs = fut.result()
-        if err and len(cases) > 1:
-            if args.v:
-                print("note: %s (%s) failed as a whole; building its cases one by one:\n%s" % (tag, v, indent(err)))
-            retry.extend((c, v) for c in cases)
-            continue
-        for c in cases:
-            results.setdefault(c.cid, {})[v] = (err, outs)
-    futs = [(c, v, pool.submit(build_and_run, meshc, work, "single_%s" % c.cid, c.mesh, [c], v)) for c, v in retry]
-    for c, v, fut in futs:
-        results.setdefault(c.cid, {})[v] = fut.result()
+    # A program that fails as a whole is split in halves (and so on) until the failing
+    # cases stand alone: the failures are then each one case's.
+    rnd = 0
+    while futs:
+        retry = []
+        for (tag, mesh, cases), v, fut in futs:
+            err, outs = fut.result()
+            if err and len(cases) > 1:
+                if args.v:
+                    print("note: %s (%s) failed as a whole; splitting it:\n%s" % (tag, v, indent(err)))
+                h = (len(cases) + 1) // 2
+                retry += [(("%s_%d%s" % (tag, rnd, k), mesh, part), v) for k, part in (("a", cases[:h]), ("b", cases[h:]))]
+                continue
+            for c in cases:
+                results.setdefault(c.cid, {})[v] = (err, outs)
+        rnd += 1
+        futs = [(g, v, pool.submit(build_and_run, meshc, work, g[0], g[1], g[2], v)) for g, v in retry]
     pool.shutdown()
 
     failed, xfails, xpasses, npass = [], [], [], 0
