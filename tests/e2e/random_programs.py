@@ -333,6 +333,8 @@ class Case:
             ("%s * 1.5", lambda a: a * 1.5), ("%s - 0.25", lambda a: a - 0.25),
         ]
         t, f = self.R.choice(fns)
+        if self.kind != "value" and t.startswith(("relu", "abs")) and np.any(self.env[x.name] == 0.0):
+            t, f = fns[0]       # a kink hit exactly: the derivative there is a convention, not FD's
         self.maybe_let(E(t % x.name, lambda env, n=x.name, f=f: f(env[n]), x.shape), "elementwise")
 
     def maybe_let(self, e, feature=None, p_ann=0.3):
@@ -367,7 +369,12 @@ class Case:
                   lambda env, n=x.name, fy=y.fn: env[n] / (np.abs(fy(env)) + 1.0), shape)
         else:
             t, f = R.choice([("max", np.maximum), ("min", np.minimum)])
-            e = E("%s(%s, %s)" % (t, x.name, y.text), lambda env, n=x.name, fy=y.fn, f=f: f(env[n], fy(env)), shape)
+            if self.kind != "value" and np.any(self.env[x.name] == y.fn(self.env)):
+                t, f = "max", None     # a tie: its derivative is a convention (first operand), not FD's
+                e = E("%s + %s" % (x.name, y.text), lambda env, n=x.name, fy=y.fn: env[n] + fy(env), shape)
+            if f is not None:
+                e = E("%s(%s, %s)" % (t, x.name, y.text), lambda env, n=x.name, fy=y.fn, f=f: f(env[n], fy(env)),
+                      shape)
         self.maybe_let(e, "broadcast-binary" if len(yshape) < len(shape) else "binary")
 
     def step_select(self):
@@ -396,8 +403,16 @@ class Case:
             f = softmax if kind == "softmax" else log_softmax
             return self.maybe_let(E("%s(%s, axis: %s)" % (kind, x.name, axtxt),
                                     lambda env, n=x.name, f=f, ax=ax: f(env[n], axis=ax), x.shape), kind)
+        whole = R.random() < 0.25 or r == 1
+        if kind == "max_over" and self.kind != "value":
+            # tied maxima (from iota, broadcast, ...) get the cotangent each (docs/language.md),
+            # which finite differences do not model
+            xv = self.env[x.name]
+            m = np.max(xv) if whole else np.max(xv, axis=ax, keepdims=True)
+            if np.any(np.sum(xv == m, axis=None if whole else ax) > 1):
+                kind = "sum"
         f = {"sum": np.sum, "mean": np.mean, "max_over": np.max}[kind]
-        if R.random() < 0.25 or r == 1:
+        if whole:
             return self.maybe_let(E("%s(%s)" % (kind, x.name), lambda env, n=x.name, f=f: np.asarray(f(env[n])), ()),
                                   kind)
         shape = x.shape[:ax] + x.shape[ax + 1:]
