@@ -102,9 +102,11 @@ GRAD_RTOL, GRAD_ATOL = 3e-3, 1e-3
 FD_EPS = 1e-6          # central finite differences in float64
 
 # Known meshc bugs. A failing case is an XFAIL when an entry's `match` (a predicate on
-# the Case: .features, .mesh.key, .text()) holds and, if given, its `error` regex is
-# found in the failure text. `--skip-known` (ctest) does not build the cases `match`
-# selects. Remove an entry once the bug is fixed (its cases then XPASS).
+# the Case: .features, .kind, .mesh.key, .text()) holds and, if given, its `error` regex
+# is found in the failure text. Rejections and internal errors are found by `meshc check
+# --emit=gir` before any build, so they cost nothing; `--skip-known` (ctest) does not
+# build the cases selected by an entry *without* `error` (a wrong-value class, which only
+# its construct identifies). Remove an entry once the bug is fixed (its cases then XPASS).
 KNOWN_FAILURES = [
     {"id": "reshard-meshfree",
      "bug": "`reshard(x, {0: data})` of a mesh-free value (a parameter `Tensor f32 [..]` without `on`, which "
@@ -116,7 +118,7 @@ KNOWN_FAILURES = [
      "bug": "grad through `x * p` with p a `partial {..}` parameter, feeding a contraction whose other operand "
             "is split: the backward pass multiplies two pending sums; internal compiler error \"GIR verifier "
             "(after autodiff): ... operands of mul with these pending sums need a reduction first\"",
-     "match": lambda c: c.kind != "value" and "partial-param" in c.features,
+     "match": lambda c: c.kind != "value",
      "error": r"operands of mul with these pending sums need a reduction first"},
 ]
 
@@ -880,10 +882,12 @@ def make_case(mesh, index, seed):
 
 # ============================================================================ running
 
-def run_cmd(cmd, cwd=None, timeout=300):
+def run_cmd(cmd, cwd=None, timeout=300, stdout=True):
+    """(status, stdout + stderr) (stdout=False: stderr only); status None on a timeout."""
     try:
         p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-        return p.returncode, p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+        return p.returncode, (p.stdout.decode("utf-8", "replace") if stdout else "") + \
+            p.stderr.decode("utf-8", "replace")
     except OSError as e:
         return -1, "cannot run %s: %s" % (cmd[0], e)
     except subprocess.TimeoutExpired:
@@ -957,6 +961,8 @@ def compare(want, got, kind):
 
 
 def known(case, failure=None):
+    """The KNOWN_FAILURES entry explaining `failure` (its text), or with failure None the
+    entry whose `match` selects the case (for XPASS and --skip-known)."""
     for k in KNOWN_FAILURES:
         if not k["match"](case):
             continue
@@ -964,6 +970,33 @@ def known(case, failure=None):
             continue
         return k
     return None
+
+
+def precheck(meshc, work, tag, mesh, cases):
+    """`meshc check --emit=gir` (types, layouts, autodiff, the GIR verifier; no linking)
+    of the program and, when it fails, of each case alone. Returns ({cid: error} of the
+    cases rejected alone, the whole program's error when no case alone explains it)."""
+    d = os.path.join(work, tag + ".check")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+
+    def chk(cs, name):
+        src = os.path.join(d, name + ".msh")
+        with open(src, "w") as f:
+            f.write(program(mesh, cs))
+        rc, out = run_cmd([meshc, "check", "--emit=gir", src], cwd=d, stdout=False)
+        return None if rc == 0 else "meshc check --emit=gir failed (status %s):\n%s" % (rc, clip(out))
+    whole = chk(cases, "all")
+    bad = {}
+    if whole is not None and len(cases) > 1:
+        for c in cases:
+            e = chk([c], c.cid)
+            if e is not None:
+                bad[c.cid] = e
+    elif whole is not None:
+        bad[cases[0].cid] = whole
+    shutil.rmtree(d, ignore_errors=True)
+    return bad, (whole if whole is not None and not bad else None)
 
 
 def check_case(case, ref, results):
@@ -1058,13 +1091,10 @@ def main():
         batch = []
         for c in cases:
             k = known(c)
-            if k is not None and args.skip_known:
-                skipped.append((c, k))
+            if k is not None and args.skip_known and not k.get("error"):
+                skipped.append((c, k))      # a wrong-value class: not built in CI
                 continue
-            if k is not None:
-                groups.append(("single_%s" % c.cid, mesh, [c]))     # keep batches clean
-            else:
-                batch.append(c)
+            batch.append(c)
         for i in range(0, len(batch), max(1, args.per_file)):
             part = batch[i:i + args.per_file]
             groups.append(("%s_f%d" % (mesh.key, i // args.per_file), mesh, part))
@@ -1074,14 +1104,29 @@ def main():
     work = tempfile.mkdtemp(prefix="random-programs-") if own_work else os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     pool = concurrent.futures.ThreadPoolExecutor(max(1, args.j))
-    futs = [(g, v, pool.submit(build_and_run, meshc, work, g[0], g[1], g[2], v)) for g in groups for v in VARIANTS]
+    results = {}       # cid -> {variant: (error, outputs)}
+    whole_failures = []
+    # Cases the checker rejects (alone) are failures without a build; the others are built.
+    pre = [(g, pool.submit(precheck, meshc, work, g[0], g[1], g[2])) for g in groups]
     for _tag, _mesh, cases in groups:
         for c in cases:
             c.ref = c.reference()
-    results = {}       # cid -> {variant: (error, outputs)}
+    built = []
+    for (tag, mesh, cases), fut in pre:
+        bad, whole = fut.result()
+        if whole is not None:
+            whole_failures.append((tag, "declared", cases, whole))
+        for c in cases:
+            if c.cid in bad:
+                results[c.cid] = {v: (bad[c.cid], {}) for v in VARIANTS}
+        rest = [c for c in cases if c.cid not in bad]
+        if rest:
+            built.append((tag, mesh, rest))
+    futs = [(g, v, pool.submit(build_and_run, meshc, work, g[0], g[1], g[2], v)) for g in built for v in VARIANTS]
     # A program that fails as a whole is split in halves (and so on) until the failing
     # cases stand alone: the failures are then each one case's.
     rnd = 0
+    split = []
     while futs:
         retry = []
         for (tag, mesh, cases), v, fut in futs:
@@ -1089,6 +1134,7 @@ def main():
             if err and len(cases) > 1:
                 if args.v:
                     print("note: %s (%s) failed as a whole; splitting it:\n%s" % (tag, v, indent(err)))
+                split.append((tag, v, cases, err))
                 h = (len(cases) + 1) // 2
                 retry += [(("%s_%d%s" % (tag, rnd, k), mesh, part), v) for k, part in (("a", cases[:h]), ("b", cases[h:]))]
                 continue
@@ -1097,6 +1143,9 @@ def main():
         rnd += 1
         futs = [(g, v, pool.submit(build_and_run, meshc, work, g[0], g[1], g[2], v)) for g, v in retry]
     pool.shutdown()
+    for tag, v, cases, err in split:
+        if not any(results[c.cid][v][0] for c in cases):
+            whole_failures.append((tag, v, cases, err))
 
     failed, xfails, xpasses, npass = [], [], [], 0
     by_feature = {}
@@ -1108,8 +1157,8 @@ def main():
             k = known(c, "\n".join(problems)) if problems else known(c)
             if not problems:
                 npass += 1
-                if k:
-                    xpasses.append((c, k))
+                if k and not k.get("error"):
+                    xpasses.append((c, k))      # selected by its construct alone, yet it passed
                 continue
             for f in c.features:
                 by_feature[f][1] += 1
@@ -1124,6 +1173,9 @@ def main():
         print("\nfeature: cases (failing)")
         for f in sorted(by_feature):
             print("  %-22s %5d (%d)" % (f, by_feature[f][0], by_feature[f][1]))
+    for tag, v, cases, err in whole_failures:
+        print("\nFAIL: program %s (%s) of cases %s failed, but no case fails alone:\n%s"
+              % (tag, v, " ".join(c.label for c in cases), indent(err)))
     for c, k in xfails:
         print("XFAIL %s: %s: %s" % (c.label, k["id"], k["bug"]))
     for c, k in xpasses:
@@ -1132,7 +1184,7 @@ def main():
         if args.v:
             print("skipped %s (known failure %s)" % (c.label, k["id"]))
     print("\n%s: %d cases on %s (seed %d, %d programs x %d builds): %d passed, %d failed, %d XFAIL, %d skipped "
-          "(known), %.1f s" % ("FAILED" if failed else "passed", ncases, ",".join(m.key for m, _ in todo), args.seed,
+          "(known), %.1f s" % ("FAILED" if failed or whole_failures else "passed", ncases, ",".join(m.key for m, _ in todo), args.seed,
                                len(groups), len(VARIANTS), npass, len(failed), len(xfails), len(skipped),
                                time.time() - t0))
     if failed:
@@ -1140,7 +1192,7 @@ def main():
                                                                                args.seed))
     if own_work:
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed else 0
+    return 1 if failed or whole_failures else 0
 
 
 if __name__ == "__main__":
