@@ -802,7 +802,10 @@ class Case:
         inputs = {p[0]: p[6] for p in self.params}
         if self.kind == "value":
             env = self.evaluate(inputs)
-            return {"%s.npy" % self.cid: ("value", np.asarray(env[self.result], dtype=np.float64))}
+            out = {"%s.npy" % self.cid: ("value", np.asarray(env[self.result], dtype=np.float64))}
+            if self.printed():
+                out["stdout:%s" % self.cid] = ("print", out["%s.npy" % self.cid][1])
+            return out
         p0 = self.params[0]
 
         def loss(x):
@@ -848,7 +851,11 @@ class Case:
             out.append("let %s_%s: %s = random_%s(%d, [%s]);" % (self.cid, name, mlay.type(m, shape), dist, seed,
                                                                  ", ".join(map(str, shape))))
         args = ", ".join("%s_%s" % (self.cid, p[0]) for p in self.params)
-        if self.kind == "value":
+        if self.kind == "value" and self.printed():
+            out.append("let %s_r = %s(%s);" % (self.cid, self.cid, args))
+            out.append('save("%s.npy", %s_r);' % (self.cid, self.cid))
+            out.append('print("%s", %s_r);' % (self.cid, self.cid))
+        elif self.kind == "value":
             out.append('save("%s.npy", %s(%s));' % (self.cid, self.cid, args))
         elif self.kind == "grad":
             out.append('save("%s_g.npy", %s(%s));' % (self.cid, self.cid, args))
@@ -860,6 +867,10 @@ class Case:
 
     def text(self):
         return program(self.mesh, [self])
+
+    def printed(self):
+        """Every third value case also prints its result (a nested list or a summary)."""
+        return self.index % 3 == 0
 
 
 def program(mesh, cases):
@@ -923,7 +934,7 @@ def build_and_run(meshc, work, tag, mesh, cases, variant):
     rc, out = run_cmd([os.path.join(d, "prog")], cwd=rundir, timeout=120)
     if rc != 0:
         return "the program failed (status %s):\n%s" % (rc, clip(out)), {}
-    res = {}
+    res = {"stdout": out.splitlines()}
     for fn in os.listdir(rundir):
         if fn.endswith(".npy"):
             try:
@@ -937,6 +948,42 @@ def build_and_run(meshc, work, tag, mesh, cases, variant):
 def fmt(a):
     a = np.asarray(a)
     return np.array2string(a, precision=5, suppress_small=True, threshold=80, max_line_width=110)
+
+
+NUM = r"[-+]?(?:inf|nan|\d+(?:\.\d*)?(?:e[-+]?\d+)?)"
+
+
+def compare_print(want, lines, cid):
+    """Problems of the printed line `CID VALUE` (`%.6g` numbers: a nested list, a rank-0
+    number, or the summary `<f32[..] sum=.. min=.. max=..>` above 64 elements)."""
+    mine = [ln for ln in lines if ln.split(" ", 1)[0] == cid]
+    if len(mine) != 1:
+        return ["%d printed lines start with %r, expected 1" % (len(mine), cid)]
+    text = mine[0][len(cid) + 1:]
+    if text.startswith("<"):
+        m = re.match(r"<f32\[([0-9, ]*)\] sum=(%s) min=(%s) max=(%s)>$" % (NUM, NUM, NUM), text)
+        if not m:
+            return ["printed %r, expected a summary <f32[..] sum=.. min=.. max=..>" % text]
+        shape = tuple(int(x) for x in m.group(1).split(",") if x.strip())
+        if shape != want.shape:
+            return ["printed shape %s, expected %s" % (shape, want.shape)]
+        got = np.array([float(m.group(i)) for i in (2, 3, 4)])
+        ref = np.array([want.sum(), want.min(), want.max()])
+        tol = np.array([ATOL * want.size, ATOL, ATOL]) * max(1.0, float(np.max(np.abs(want)))) + 1e-5 * np.abs(ref) \
+            + RTOL * np.abs(ref)
+        if np.all(np.abs(got - ref) <= tol):
+            return []
+        return ["printed %r, expected sum=%.6g min=%.6g max=%.6g" % (text, ref[0], ref[1], ref[2])]
+    if want.size > 64:
+        return ["printed %r, expected a summary (%d elements)" % (text, want.size)]
+    nums = [float(x) for x in re.findall(NUM, text)]
+    if len(nums) != want.size:
+        return ["printed %r: %d numbers, expected %d" % (text, len(nums), want.size)]
+    got = np.array(nums).reshape(want.shape)
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    if np.all(np.abs(got - want) <= ATOL * scale + (RTOL + 1e-5) * np.abs(want)):
+        return []
+    return ["printed %r, expected %s" % (text, fmt(want))]
 
 
 def compare(want, got, kind):
@@ -1008,6 +1055,10 @@ def check_case(case, ref, results):
             problems.append("[%s] %s" % (v, err))
             continue
         for fn, (kind, want) in ref.items():
+            if kind == "print":
+                for p in compare_print(want, outs.get("stdout", []), case.cid):
+                    problems.append("[%s] printed %s: %s" % (v, case.cid, p))
+                continue
             if fn not in outs:
                 problems.append("[%s] %s was not saved" % (v, fn))
                 continue
@@ -1015,6 +1066,8 @@ def check_case(case, ref, results):
                 problems.append("[%s] %s (%s) vs the NumPy reference: %s" % (v, fn, kind, p))
     if not any(results[v][0] for v in VARIANTS):
         for fn, (kind, _w) in ref.items():
+            if kind == "print":
+                continue        # each printed line is compared with the reference (%.6g)
             a, b = results["declared"][1].get(fn), results["all-1"][1].get(fn)
             if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape:
                 for p in compare(b.astype(np.float64), a, kind):
