@@ -21,7 +21,8 @@ layout, and the result type is a random layout, possibly `partial`.
 
 Many cases go into one .msh file (`--per-file`), which is built twice: on its declared
 mesh and with the mesh rebound to all-1 sizes (`--mesh NAME=axis:1,...`); both runs
-save every case's result (`save`) and must match the reference (f32 program vs float64
+save every case's result (`save`; every third value case also `print`s it) and must
+match the reference (f32 program vs float64
 reference, with tolerance) and each other. A file that fails to build or run is split
 in halves until the failing cases stand alone. Every failure is reported as a
 minimal standalone .msh holding just that case, the commands to reproduce it, and the
