@@ -333,6 +333,7 @@ class Case:
             ("exp(tanh(%s))", lambda a: np.exp(np.tanh(a))), ("sqrt(abs(%s) + 1.0)", lambda a: np.sqrt(np.abs(a) + 1)),
             ("log(abs(%s) + 1.0)", lambda a: np.log(np.abs(a) + 1)),
             ("rsqrt(abs(%s) + 1.0)", lambda a: 1 / np.sqrt(np.abs(a) + 1)),
+            ("cast(tanh(cast(%s, f64)) * 2.0, f32)", lambda a: np.tanh(a) * 2.0),
             ("%s * 1.5", lambda a: a * 1.5), ("%s - 0.25", lambda a: a - 0.25),
         ]
         t, f = self.R.choice(fns)
@@ -759,10 +760,54 @@ class Case:
         self.pool.append(Val(acc, x.shape, self.env[acc]))
         self.features.add("for")
 
+    def step_call(self):
+        """A helper function with its own parameter and result layouts (maybe partial)."""
+        R = self.R
+        x = self.pick()
+        shape = x.shape
+        pl = rand_layout(R, self.mesh, shape, p_partial=0.25)
+        body, f, oshape = R.choice([
+            ("tanh(a) * 2.0", lambda a: np.tanh(a) * 2.0, shape),
+            ("a * 3.0", lambda a: a * 3.0, shape),
+            ("a + a", lambda a: a + a, shape),
+            ("sum(a, axis: 0)", lambda a: np.sum(a, axis=0), shape[1:]),
+            ("a @ transpose(a, [1, 0])", lambda a: a @ a.T, shape[:1] * 2),
+        ] if len(shape) == 2 else [
+            ("tanh(a) * 2.0", lambda a: np.tanh(a) * 2.0, shape),
+            ("a * 3.0", lambda a: a * 3.0, shape),
+            ("a - 0.5", lambda a: a - 0.5, shape),
+        ])
+        rl = rand_layout(R, self.mesh, oshape, p_partial=0.3)
+        h = "%s_h%d" % (self.cid, len(self.helpers))
+        self.helpers.append("fn %s(a: %s) -> %s {\n    %s\n}\n" % (h, pl.type(self.mesh, shape),
+                                                                    rl.type(self.mesh, oshape), body))
+        self.maybe_let(E("%s(%s)" % (h, x.name), lambda env, n=x.name, f=f: f(env[n]), oshape), "call")
+
+    def step_ifvar(self):
+        """`var w = x; if c { w = ..; } else { w = ..; }` with the branches in different layouts."""
+        R = self.R
+        x = self.pick()
+        c = self.pick(lambda v: v.leaf)
+        w = self.fresh("w")
+        la = rand_layout(R, self.mesh, x.shape, p_partial=0.2)
+        lb = rand_layout(R, self.mesh, x.shape, p_partial=0.2)
+        cv = float(np.sum(self.env[c.name]))
+        thr = round(cv + (0.2 if R.random() < 0.5 else -0.2) * (1.0 + abs(cv)), 3)
+        text = ("var %s = %s; if sum(%s) > %s { let ta: %s = tanh(%s); %s = ta; } else "
+                "{ let tb: %s = %s * 0.5; %s = tb - 1.0; }"
+                % (w, x.name, c.name, lit(thr), la.type(self.mesh, x.shape), x.name, w,
+                   lb.type(self.mesh, x.shape), x.name, w))
+
+        def step(env, w=w, n=x.name, c=c.name, thr=thr):
+            env[w] = np.tanh(env[n]) if float(np.sum(env[c])) > thr else env[n] * 0.5 - 1.0
+        self.emit(text, step)
+        self.pool.append(Val(w, x.shape, self.env[w]))
+        self.features.add("if-var")
+
     STEPS = [
         ("unary", 10), ("binary", 12), ("select", 3), ("reduce", 8), ("matmul", 8), ("einsum", 8),
         ("transpose", 4), ("reshape", 5), ("broadcast", 3), ("slice", 4), ("concat", 4), ("annotate", 8),
-        ("reshard", 4), ("collective", 10), ("if", 4), ("for", 4),
+        ("reshard", 4), ("collective", 10), ("if", 4), ("for", 4), ("call", 4), ("ifvar", 3),
     ]
 
     def generate(self):
@@ -836,9 +881,10 @@ class Case:
         args = ", ".join(p[0] for p in self.params)
         body = "".join("    %s\n" % line for line in self.lines)
         rt = self.ret_layout.type(m, self.ret_shape)
+        helpers = "".join(h + "\n" for h in self.helpers)
         if self.kind == "value":
-            return "fn %s(%s) -> %s {\n%s    %s\n}\n" % (self.cid, params, rt, body, self.result)
-        f = "fn %s_loss(%s) -> f32 {\n%s    %s\n}\n" % (self.cid, params, body, self.loss_expr)
+            return helpers + "fn %s(%s) -> %s {\n%s    %s\n}\n" % (self.cid, params, rt, body, self.result)
+        f = helpers + "fn %s_loss(%s) -> f32 {\n%s    %s\n}\n" % (self.cid, params, body, self.loss_expr)
         if self.kind == "grad":
             g = "fn %s(%s) -> %s {\n    grad(%s_loss)(%s)\n}\n" % (self.cid, params, rt, self.cid, args)
         else:
