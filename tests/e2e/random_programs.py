@@ -29,7 +29,8 @@ minimal standalone .msh holding just that case, the commands to reproduce it, an
 expected and actual values (`--keep DIR` also writes them to DIR).
 
 Meshes (`--meshes`): pod = [data: 2, model: 2], hex = [data: 2, model: 3] (a size-3
-axis), box = [a: 2, b: 3, c: 2] (three axes). Everything is deterministic given
+axis), box = [a: 2, b: 3, c: 2] (three axes), the default; also quad = [data: 4,
+model: 2] and ring = [x: 6]. Everything is deterministic given
 `--seed`; a case is named MESH:INDEX and `--case MESH:INDEX` regenerates only it.
 
 Known compiler bugs are listed in KNOWN_FAILURES: a failing case that an entry matches
@@ -93,6 +94,9 @@ MESHES = {
     "pod": Mesh("pod", "Pod", [("data", 2), ("model", 2)]),
     "hex": Mesh("hex", "Hex", [("data", 2), ("model", 3)]),
     "box": Mesh("box", "Box", [("a", 2), ("b", 3), ("c", 2)]),
+    # not in the default set:
+    "quad": Mesh("quad", "Quad", [("data", 4), ("model", 2)]),
+    "ring": Mesh("ring", "Ring", [("x", 6)]),
 }
 
 SIZES = (2, 3, 4, 6, 12)
@@ -111,10 +115,17 @@ FD_EPS = 1e-6          # central finite differences in float64
 KNOWN_FAILURES = [
     {"id": "reshard-meshfree",
      "bug": "`reshard(x, {0: data})` of a mesh-free value (a parameter `Tensor f32 [..]` without `on`, which "
-            "LANGUAGE.md 4 says unifies with any mesh; the program declares one mesh) is rejected: "
+            "LANGUAGE.md 4 says unifies with any mesh; or a creation, which docs/language.md says takes its "
+            "layout and mesh from its first use that needs one; the program declares one mesh) is rejected: "
             "E0407 \"`reshard` of a value that is on no mesh\" (not in docs/diagnostics.md)",
      "match": lambda c: "reshard-meshfree" in c.features,
      "error": r"`reshard` of a value that is on no mesh"},
+    {"id": "runtime-scalars",
+     "bug": "LANGUAGE.md 9a: run-time i64 scalars (a loop variable) may be `slice` starts and seeds of random "
+            "creations; meshc rejects both: E0309 \"expected a size known at compile time\" (docs/language.md "
+            "does not list this under \"Not yet\")",
+     "match": lambda c: "runtime-slice-start" in c.features or "runtime-seed" in c.features,
+     "error": r"expected a size known at compile time"},
     {"id": "autodiff-pending-mul",
      "bug": "grad through `x * p` with p a `partial {..}` parameter, feeding a contraction whose other operand "
             "is split: the backward pass multiplies two pending sums; internal compiler error \"GIR verifier "
@@ -568,12 +579,22 @@ class Case:
         self.let(E(x.name, lambda env, n=x.name: env[n], x.shape), lay, "annotated-let")
 
     def step_reshard(self):
+        R = self.R
         x = self.pick()
-        lay = rand_layout(self.R, self.mesh, x.shape)
+        lay = rand_layout(R, self.mesh, x.shape)
+        if R.random() < 0.1:
+            # a creation, placed by the reshard (its first use that needs a layout)
+            seed = self.new_seed()
+            val = random_uniform(seed, list(x.shape)) - 0.5
+            self.features.add("reshard-meshfree")
+            self.let(E("reshard(random_uniform(%d, [%s]) - 0.5, %s)" % (seed, ", ".join(map(str, x.shape)),
+                                                                        lay.literal()),
+                       lambda env, val=val: val, x.shape), None, "reshard")
+            return
         if x.free:
             self.features.add("reshard-meshfree")
         self.let(E("reshard(%s, %s)" % (x.name, lay.literal()), lambda env, n=x.name: env[n], x.shape),
-                 None if self.R.random() < 0.6 else lay, "reshard")
+                 None if R.random() < 0.6 else lay, "reshard")
 
     def _group(self, avail):
         R = self.R
@@ -723,8 +744,27 @@ class Case:
         if R.random() < 0.4:
             ann = ": " + rand_layout(R, self.mesh, x.shape, p_partial=0.15).type(self.mesh, x.shape)
         lines = ["var %s%s = %s;" % (acc, ann, x.name)]
-        body_kind = R.choice(["axpy", "matmul", "iter", "ifi"])
-        if body_kind == "matmul" and len(x.shape) >= 1:
+        body_kind = R.choices(["axpy", "matmul", "iter", "ifi", "rt_slice", "rt_seed"], [5, 5, 5, 5, 1, 1])[0]
+        if body_kind == "rt_slice" and len(x.shape) >= 1:
+            # LANGUAGE.md 9a: a run-time scalar (the loop variable) as a `slice` start
+            n0 = x.shape[0]
+            y = self.operand((n0 + k,) + x.shape[1:], creation=False)
+            lines.append("for i in 0..%d { %s = %s * 0.5 + slice(%s, axis: 0, start: i, size: %d); }"
+                         % (k, acc, acc, y.text, n0))
+            self.features.add("runtime-slice-start")
+
+            def upd(env, a, i, fy=y.fn, n0=n0):
+                return a * 0.5 + fy(env)[i:i + n0]
+        elif body_kind == "rt_seed":
+            # LANGUAGE.md 9a: a run-time scalar as the seed of a random creation
+            seed = self.new_seed()
+            shp = ", ".join(map(str, x.shape))
+            lines.append("for i in 0..%d { %s = %s * 0.5 + random_uniform(i + %d, [%s]); }" % (k, acc, acc, seed, shp))
+            self.features.add("runtime-seed")
+
+            def upd(env, a, i, seed=seed, shape=x.shape):
+                return a * 0.5 + random_uniform(i + seed, list(shape))
+        elif body_kind == "matmul" and len(x.shape) >= 1:
             m = x.shape[-1]
             w = self.operand((m, m), creation=False)
             lines.append("for i in 0..%d { %s = tanh(%s @ %s); }" % (k, acc, acc, w.text))
