@@ -212,6 +212,7 @@ def lit(x):
 class Case:
     def __init__(self, mesh, index, seed):
         self.mesh, self.index = mesh, index
+        self.sizes = SIZES + ((8,) if max(mesh.size.values()) >= 4 else ())
         self.cid = "%s_%d" % (mesh.key, index)
         self.label = "%s:%d" % (mesh.key, index)
         self.R = random.Random("%d/%s/%d" % (seed, mesh.key, index))
@@ -306,7 +307,7 @@ class Case:
         R = self.R
         rank = R.choice([1, 2, 2, 2, 3]) if rank is None else rank
         while True:
-            s = tuple(R.choice(SIZES) for _ in range(rank))
+            s = tuple(R.choice(self.sizes) for _ in range(rank))
             if n_elems(s) <= MAX_ELEMS:
                 return s
 
@@ -440,7 +441,7 @@ class Case:
         if x is None:
             return self.step_unary()
         s = x.shape
-        n = R.choice(SIZES)
+        n = R.choice(self.sizes)
         if len(s) == 1:
             yshape = (s[0], n)
         elif len(s) == 3 and R.random() < 0.5:
@@ -472,11 +473,11 @@ class Case:
         for _ in range(R.choice([0, 1, 1, 2])):
             if len(yl) < 3:
                 l = fresh.pop()
-                size[l] = R.choice(SIZES)
+                size[l] = R.choice(self.sizes)
                 yl.insert(R.randrange(len(yl) + 1), l)
         if not yl:
             l = fresh.pop()
-            size[l] = R.choice(SIZES)
+            size[l] = R.choice(self.sizes)
             yl = [l]
         R.shuffle(yl)
         allv = list(dict.fromkeys(xl + yl))
@@ -533,7 +534,7 @@ class Case:
         x = self.pick(lambda v: len(v.shape) <= 2)
         if x is None:
             return self.step_unary()
-        new = (R.choice(SIZES),) + x.shape
+        new = (R.choice(self.sizes),) + x.shape
         if n_elems(new) > MAX_ELEMS:
             return self.step_unary()
         return self.maybe_let(E("broadcast(%s, [%s])" % (x.name, ", ".join(map(str, new))),
@@ -560,7 +561,7 @@ class Case:
         if x is None:
             return self.step_unary()
         ax = R.randrange(len(x.shape))
-        m = R.choice(SIZES)
+        m = R.choice(self.sizes)
         yshape = x.shape[:ax] + (m,) + x.shape[ax + 1:]
         shape = x.shape[:ax] + (x.shape[ax] + m,) + x.shape[ax + 1:]
         if n_elems(shape) > MAX_ELEMS:
