@@ -13,7 +13,10 @@ or factoring dims, `broadcast`, `slice`, `concat`), annotated `let`s with random
 every explicit collective (`all_reduce`, `reduce_scatter`, `all_gather`, `all_to_all`,
 over one axis or a group), `if` expressions on rank-0 (often pending) conditions with
 differently laid out branches, `for` loops over `var`s (with an `if` on the induction
-variable), creations in a body (`random_uniform`, `ones`, `iota`), and `grad` /
+variable, run-time slice starts and seeds), `var`s assigned in differently laid out
+`if`/`else` branches, calls of helper functions with their own parameter and result
+layouts, f64 round trips, creations in a body (`random_uniform`, `iota`, a `reshard` of
+one), and `grad` /
 `value_and_grad` of a random loss (reference: central finite differences of the float64
 interpreter). Parameters get random layouts (or no mesh), `main` creates the inputs with
 `random_normal`/`random_uniform` (Philox, re-implemented in e2e_lib) in yet another
@@ -120,6 +123,13 @@ KNOWN_FAILURES = [
             "E0407 \"`reshard` of a value that is on no mesh\" (not in docs/diagnostics.md)",
      "match": lambda c: "reshard-meshfree" in c.features,
      "error": r"`reshard` of a value that is on no mesh"},
+    {"id": "var-of-meshfree",
+     "bug": "a `var` whose first value is a mesh-free parameter stays on no mesh even when it is assigned "
+            "values on the program's only mesh (docs/language.md: such a var \"goes on the program's mesh when "
+            "the program declares exactly one\"): a later `reshard` of it is E0407 \"`reshard` of a value that "
+            "is on no mesh\"",
+     "match": lambda c: "reshard-var-of-meshfree" in c.features,
+     "error": r"`reshard` of a value that is on no mesh"},
     {"id": "runtime-scalars",
      "bug": "LANGUAGE.md 9a: run-time i64 scalars (a loop variable) may be `slice` starts and seeds of random "
             "creations; meshc rejects both: E0309 \"expected a size known at compile time\" (docs/language.md "
@@ -191,6 +201,7 @@ class Val:
     def __init__(self, name, shape, value, leaf=False, free=False):
         self.name, self.shape, self.value, self.leaf = name, tuple(shape), value, leaf
         self.free = free        # on no mesh yet (mesh-free parameters and what only they make)
+        self.var_of_free = False  # a `var` whose first value was mesh-free (placed by the docs' rule)
 
 
 class E:
@@ -594,6 +605,8 @@ class Case:
             return
         if x.free:
             self.features.add("reshard-meshfree")
+        if x.var_of_free:
+            self.features.add("reshard-var-of-meshfree")
         self.let(E("reshard(%s, %s)" % (x.name, lay.literal()), lambda env, n=x.name: env[n], x.shape),
                  None if R.random() < 0.6 else lay, "reshard")
 
@@ -799,6 +812,7 @@ class Case:
         text = " ".join(lines)
         self.emit(text, step)
         self.pool.append(Val(acc, x.shape, self.env[acc]))
+        self.pool[-1].var_of_free = not ann and (x.free or x.var_of_free)
         self.features.add("for")
 
     def step_call(self):
@@ -843,6 +857,7 @@ class Case:
             env[w] = np.tanh(env[n]) if float(np.sum(env[c])) > thr else env[n] * 0.5 - 1.0
         self.emit(text, step)
         self.pool.append(Val(w, x.shape, self.env[w]))
+        self.pool[-1].var_of_free = x.free or x.var_of_free
         self.features.add("if-var")
 
     STEPS = [
