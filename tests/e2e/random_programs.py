@@ -52,8 +52,8 @@ import sys
 sys.dont_write_bytecode = True
 
 import argparse  # noqa: E402
-import math  # noqa: E402
 import concurrent.futures  # noqa: E402
+import math  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
@@ -944,7 +944,8 @@ class Case:
         if self.kind == "grad":
             g = "fn %s(%s) -> %s {\n    grad(%s_loss)(%s)\n}\n" % (self.cid, params, rt, self.cid, args)
         else:
-            g = "fn %s(%s) -> (f32, %s) {\n    value_and_grad(%s_loss)(%s)\n}\n" % (self.cid, params, rt, self.cid, args)
+            g = "fn %s(%s) -> (f32, %s) {\n    value_and_grad(%s_loss)(%s)\n}\n" % (
+                self.cid, params, rt, self.cid, args)
         return f + "\n" + g
 
     def main_body(self):
@@ -1292,7 +1293,8 @@ def main():
                     print("note: %s (%s) failed as a whole; splitting it:\n%s" % (tag, v, indent(err)))
                 split.append((tag, v, cases, err))
                 h = (len(cases) + 1) // 2
-                retry += [(("%s_%d%s" % (tag, rnd, k), mesh, part), v) for k, part in (("a", cases[:h]), ("b", cases[h:]))]
+                retry += [(("%s_%d%s" % (tag, rnd, k), mesh, part), v)
+                          for k, part in (("a", cases[:h]), ("b", cases[h:]))]
                 continue
             for c in cases:
                 results.setdefault(c.cid, {})[v] = (err, outs)
@@ -1340,7 +1342,8 @@ def main():
         if args.v:
             print("skipped %s (known failure %s)" % (c.label, k["id"]))
     print("\n%s: %d cases on %s (seed %d, %d programs x %d builds): %d passed, %d failed, %d XFAIL, %d skipped "
-          "(known), %.1f s" % ("FAILED" if failed or whole_failures else "passed", ncases, ",".join(m.key for m, _ in todo), args.seed,
+          "(known), %.1f s" % ("FAILED" if failed or whole_failures else "passed", ncases,
+                               ",".join(m.key for m, _ in todo), args.seed,
                                len(groups), len(VARIANTS), npass, len(failed), len(xfails), len(skipped),
                                time.time() - t0))
     if failed:
