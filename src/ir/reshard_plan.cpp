@@ -27,10 +27,20 @@ std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& target) 
             const auto c = cur.dims[d];
             const auto& t = target.dims[d];
             if (t.size() <= c.size() || !std::equal(c.begin(), c.end(), t.begin())) continue;
+            // t = c ++ free ++ added: axes nothing uses yet are sliced first (free, and the
+            // buffer reduced shrinks), then the pending axes are scattered.
+            size_t f = c.size();
+            AxisSet in_use = cur.split_axes() | cur.partial;
+            while (f < t.size() && !(in_use & axis_bit(t[f]))) ++f;
             AxisSet added = 0;
-            for (size_t i = c.size(); i < t.size(); ++i) added |= axis_bit(t[i]);
-            if ((added & remove) != added) continue;
+            for (size_t i = f; i < t.size(); ++i) added |= axis_bit(t[i]);
+            if (!added || (added & remove) != added) continue;
             if (cur.split_axes() & added) continue;
+            for (size_t i = c.size(); i < f; ++i) {
+                Layout sliced = cur;
+                sliced.dims[d].push_back(t[i]);
+                step(OpKind::LocalSlice, axis_bit(t[i]), static_cast<int32_t>(d), -1, sliced);
+            }
             Layout next = cur;
             next.partial &= ~added;
             next.dims[d] = t;

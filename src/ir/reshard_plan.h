@@ -21,7 +21,8 @@ struct ReshardStep {
 };
 
 /// The steps from `from` to `to` (same rank): pending sums first (reduce_scatter where
-/// the target splits a dim over the reduced axes, else one all_reduce over all of them),
+/// the target splits a dim over the reduced axes, after free local slices over the axes
+/// it splits that dim by first, else one all_reduce over all of them),
 /// then free local slices over axes nothing uses, then all_to_all for an axis moving
 /// from one dim to another, then all_gathers, then the remaining local slices. Buffers
 /// shrink before anything is sent where possible. Empty when the layouts are equal.
