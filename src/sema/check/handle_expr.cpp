@@ -9,6 +9,9 @@ ValueId FunctionBuilder::lower_expr(const Expr& e) {
     if (v.kind == Val::Tuple || v.kind == Val::Struct) {
         fail(DiagCode::E0309, e.span, "expected a tensor, found a tuple or struct");
     }
+    if (v.kind == Val::Path) {
+        fail(DiagCode::E0309, e.span, "expected a tensor, found a file name (a path argument is the file of `load` or `save`)");
+    }
     fail(DiagCode::E0309, e.span, "a function is not a value here; call it");
 }
 
