@@ -204,6 +204,7 @@ Val FunctionBuilder::lower_arg(const Expr& call) {
         a.kind = ir::ProgramArg::Float;
         a.number = sign * d->float_value;
         a.default_text = fmt::format("{}", a.number);
+        if (a.default_text.find_first_of(".en") == std::string::npos) a.default_text += ".0";  // `1.0`, not `1`
         break;
     case ExprKind::BoolLit:
         a.kind = ir::ProgramArg::Bool;
@@ -224,9 +225,10 @@ Val FunctionBuilder::lower_arg(const Expr& call) {
     for (size_t i = 0; i < args.size(); ++i) {
         if (args[i].name != name) continue;
         if (args[i].kind != a.kind || args[i].default_text != a.default_text) {
+            static constexpr const char* kKinds[] = {"an i64", "an f32", "a bool", "a file name"};
             fail(DiagCode::E0321, call.span,
-                 fmt::format("program argument \"{}\" is declared again with default {}; it was declared with default {}",
-                             name, a.default_text, args[i].default_text),
+                 fmt::format("program argument \"{}\" is declared again as {} with default {}; it was declared as {} with default {}",
+                             name, kKinds[a.kind], a.default_text, kKinds[args[i].kind], args[i].default_text),
                  {{"first declared here", args[i].span}});
         }
         index = i;
