@@ -357,7 +357,12 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
              {{"declared here", fn.name.span}});
     }
     std::vector<Val> args;
-    for (const Arg& a : call.args) args.push_back(eval(*a.value));
+    for (const Arg& a : call.args) {
+        args.push_back(eval(*a.value));
+        if (args.back().kind == Val::Path) {
+            fail(DiagCode::E0309, a.value->span, "a file name (a path argument) is only the file of `load` or `save`; it cannot be passed to a function");
+        }
+    }
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
     keep_generic_meshes(fn, b);

@@ -75,7 +75,10 @@ Val FunctionBuilder::eval(const Expr& e) {
     case ExprKind::Tuple: {
         Val t;
         t.kind = Val::Tuple;
-        for (const Expr* x : e.elements) t.elems.push_back(eval(*x));
+        for (const Expr* x : e.elements) {
+            t.elems.push_back(eval(*x));
+            if (t.elems.back().kind == Val::Path) fail(DiagCode::E0309, x->span, "a file name (a path argument) is only the file of `load` or `save`");
+        }
         return t;
     }
     case ExprKind::StructLit: return struct_literal(e);
