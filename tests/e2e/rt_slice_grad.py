@@ -19,4 +19,8 @@ def expected(inp):
         s = k * 5 + 1
         r = random_uniform(s * 3 + 1, [4, 4]).astype(np.float32).astype(np.float64)
         g[s:s + 4] += 2.0 * w[s:s + 4] * r
-    return {"g.npy": F32(g, rtol=1e-5, atol=1e-6), "cols.npy": F32(w[:, 1:3], rtol=0, atol=0)}
+    g2 = np.zeros((16, 4))
+    for i in range(3):
+        s = i * 4 + 1
+        g2[s:s + 3] += 2.0 * w[s:s + 3] * (i + 1)
+    return {"g.npy": F32(g, rtol=1e-5, atol=1e-6), "g2.npy": F32(g2, rtol=1e-5, atol=1e-6), "cols.npy": F32(w[:, 1:3], rtol=0, atol=0)}
