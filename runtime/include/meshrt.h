@@ -50,12 +50,22 @@ typedef struct meshrt_mesh_desc {
  * runtime keeps tables per device. meshc build refuses such a program (E0707). */
 #define MESHRT_MAX_DEVICES 65536
 
+/* A program argument, `arg("steps", 100)` in the source: set by `--steps=12` on the
+ * command line (every rank of an MPI job parses the same one). */
+enum meshrt_arg_kind { MESHRT_ARG_INT = 0, MESHRT_ARG_FLOAT = 1, MESHRT_ARG_BOOL = 2, MESHRT_ARG_PATH = 3 };
+typedef struct meshrt_arg_desc {
+    const char* name;          /* "steps": set by --steps=VALUE */
+    int32_t kind;              /* meshrt_arg_kind: i64, f32, bool (true/false/1/0), a file name */
+    const char* default_text;  /* "100" */
+} meshrt_arg_desc;
 typedef struct meshrt_program {
     const char* name;                 /* the source file's stem, for --help and messages */
     int32_t nmeshes;
     const meshrt_mesh_desc* meshes;
     int64_t ndevices;                 /* the largest mesh's device count (at least 1) */
     void (*entry)(meshrt_device*);    /* the SPMD program; runs once per device */
+    int32_t nargs;                    /* the program's arguments (may be 0, args NULL) */
+    const meshrt_arg_desc* args;
 } meshrt_program;
 
 /* How a (global) tensor is laid out over a mesh. mesh == -1: not placed, replicated on
@@ -96,8 +106,10 @@ typedef struct meshrt_layout {
  *   --mesh-threads=N        threads each device's kernels may use (default: the
  *                           machine's cores divided by the devices, at least 1)
  *   --trace=FILE.json       write a Chrome/Perfetto trace, one track per device
- *   --help                  usage and the program's meshes
- * Unknown options are an error (status 2). Arguments after `--` are ignored. */
+ *   --help                  usage, the program's arguments and its meshes
+ *   --NAME=VALUE            the program argument NAME (program->args)
+ * Unknown options and malformed argument values are an error naming the option (status
+ * 2). Arguments after `--` are ignored. */
 int meshrt_main(int argc, char** argv, const meshrt_program* program);
 
 /* ------------------------------------------------------------------ devices, memory */
@@ -189,6 +201,15 @@ void meshrt_embedding(meshrt_device* dev, int32_t dtype, const void* table, int6
  * row of zeros. ids are i32 or i64 (id_dtype), as for meshrt_embedding. */
 void meshrt_one_hot(meshrt_device* dev, int32_t id_dtype, const void* ids, int64_t n,
                     int64_t classes, float* out);
+/* Program argument `index` (program->args) of kind int, float or bool, written to out
+ * as one element of dtype (i64, f32 or bool). */
+void meshrt_arg(meshrt_device* dev, int32_t index, int32_t dtype, void* out);
+/* The file name of path argument `index`. */
+const char* meshrt_arg_path(meshrt_device* dev, int32_t index);
+/* A slice with a run-time start: fails the run unless 0 <= start and start + size <=
+ * bound, with a message naming `where` (the source location), the start and the bound. */
+void meshrt_check_slice(meshrt_device* dev, int64_t start, int64_t size, int64_t bound,
+                        const char* where);
 /* Copies the block in[..., start:start+size, ...] (along dim) to out. */
 void meshrt_slice(meshrt_device* dev, int32_t dtype, const void* in, int32_t rank,
                   const int64_t* in_shape, int32_t dim, int64_t start, int64_t size, void* out);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 
 #include <algorithm>
 #include <cstdio>
@@ -55,6 +56,64 @@ constexpr const char* kDevices = "cpu, gpu-emulator, cuda";
 constexpr const char* kDevices = "cpu, gpu-emulator";
 #endif
 
+const char* arg_kind_name(int32_t kind) {
+    switch (kind) {
+    case MESHRT_ARG_INT: return "INT";
+    case MESHRT_ARG_FLOAT: return "FLOAT";
+    case MESHRT_ARG_BOOL: return "BOOL";
+    default: return "PATH";
+    }
+}
+
+const char* arg_kind_title(int32_t kind) {
+    switch (kind) {
+    case MESHRT_ARG_INT: return "an i64";
+    case MESHRT_ARG_FLOAT: return "an f32";
+    case MESHRT_ARG_BOOL: return "a bool (true, false, 1 or 0)";
+    default: return "a file name";
+    }
+}
+
+/// Parses `text` as program argument `i` into rt.options; false when malformed.
+bool set_program_arg(Runtime& rt, int32_t i, const std::string& text) {
+    const meshrt_arg_desc& a = rt.program->args[i];
+    Options& o = rt.options;
+    switch (a.kind) {
+    case MESHRT_ARG_INT: {
+        char* end = nullptr;
+        errno = 0;
+        long long v = text.empty() ? 0 : std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE)
+            return false;
+        o.arg_int[size_t(i)] = v;
+        o.arg_number[size_t(i)] = double(v);
+        return true;
+    }
+    case MESHRT_ARG_FLOAT: {
+        char* end = nullptr;
+        errno = 0;
+        double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+            return false;
+        o.arg_number[size_t(i)] = v;
+        return true;
+    }
+    case MESHRT_ARG_BOOL:
+        if (text == "true" || text == "1")
+            o.arg_number[size_t(i)] = 1;
+        else if (text == "false" || text == "0")
+            o.arg_number[size_t(i)] = 0;
+        else
+            return false;
+        return true;
+    default:
+        if (text.empty())
+            return false;
+        o.arg_text[size_t(i)] = text;
+        return true;
+    }
+}
+
 void print_usage(const Runtime& rt, int64_t default_threads) {
     std::printf("usage: %s [options] [-- ignored...]\n", rt.program_name.c_str());
     std::printf("A Mesh program compiled by meshc; it runs on %lld device%s.\n\n",
@@ -82,6 +141,16 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
                 static_cast<long long>(default_threads));
     std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
     std::printf("  --help               this message\n");
+    const meshrt_program& prog = *rt.program;
+    if (prog.nargs > 0) {
+        std::printf("\nprogram arguments:\n");
+        for (int32_t i = 0; i < prog.nargs; ++i) {
+            const meshrt_arg_desc& a = prog.args[i];
+            std::string left = std::string("  --") + a.name + "=" + arg_kind_name(a.kind);
+            std::printf("%-22s %s argument (default %s)\n", left.c_str(), arg_kind_title(a.kind),
+                        a.default_text);
+        }
+    }
     std::printf("\nmeshes:\n");
     if (rt.topology.nmeshes() == 0)
         std::printf("  (none)\n");
@@ -108,10 +177,44 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
                      rt.program_name.c_str());
         return kUsageError;
     };
+    // The program's arguments start at their defaults (checked by the compiler).
+    const int32_t nargs = rt.program->args ? rt.program->nargs : 0;
+    rt.options.arg_text.assign(size_t(std::max(nargs, 0)), "");
+    rt.options.arg_number.assign(size_t(std::max(nargs, 0)), 0.0);
+    rt.options.arg_int.assign(size_t(std::max(nargs, 0)), 0);
+    for (int32_t i = 0; i < nargs; ++i) {
+        if (!set_program_arg(rt, i, rt.program->args[i].default_text)) {
+            std::fprintf(stderr, "error: %s: invalid default '%s' of argument --%s\n",
+                         rt.program_name.c_str(), rt.program->args[i].default_text,
+                         rt.program->args[i].name);
+            return 1;
+        }
+    }
     for (int i = 1; i < argc; ++i) {
         std::string_view arg = argv[i] ? argv[i] : "";
         if (arg == "--")
             break;
+        // A program argument: --NAME=VALUE.
+        int32_t which = -1;
+        for (int32_t k = 0; k < nargs && which < 0; ++k) {
+            std::string_view name = rt.program->args[k].name;
+            if (arg.size() >= 2 + name.size() && arg.starts_with("--") &&
+                arg.substr(2, name.size()) == name &&
+                (arg.size() == 2 + name.size() || arg[2 + name.size()] == '='))
+                which = k;
+        }
+        if (which >= 0) {
+            const meshrt_arg_desc& a = rt.program->args[which];
+            size_t eq = 2 + std::strlen(a.name);
+            if (arg.size() == eq)
+                return usage_error(std::string("--") + a.name + " wants a value: --" + a.name + "=" +
+                                   arg_kind_name(a.kind));
+            std::string value(arg.substr(eq + 1));
+            if (!set_program_arg(rt, which, value))
+                return usage_error(std::string("--") + a.name + " wants " + arg_kind_title(a.kind) +
+                                   ", not '" + value + "'");
+            continue;
+        }
         if (arg == "--help" || arg == "-h") {
             print_usage(rt, default_threads);
             return 0;
@@ -324,4 +427,35 @@ extern "C" int64_t meshrt_coord(meshrt_device* dev, int32_t mesh, int32_t axis) 
                               std::to_string(mesh));
     const int64_t* c = rt.topology.coords(dev->index, mesh);
     return c ? c[axis] : -1;
+}
+
+extern "C" void meshrt_arg(meshrt_device* dev, int32_t index, int32_t dtype, void* out) {
+    meshrt::Runtime& rt = meshrt::runtime_of(dev, "meshrt_arg");
+    if (index < 0 || size_t(index) >= rt.options.arg_number.size())
+        meshrt::fail(dev, "meshrt_arg: no argument " + std::to_string(index));
+    const double v = rt.options.arg_number[size_t(index)];
+    switch (dtype) {
+    case MESHRT_I64: *static_cast<int64_t*>(out) = rt.options.arg_int[size_t(index)]; return;
+    case MESHRT_F32: *static_cast<float*>(out) = float(v); return;
+    case MESHRT_F64: *static_cast<double*>(out) = v; return;
+    case MESHRT_BOOL: *static_cast<uint8_t*>(out) = v != 0; return;
+    default: meshrt::fail(dev, "meshrt_arg: unsupported dtype " + std::to_string(dtype));
+    }
+}
+
+extern "C" const char* meshrt_arg_path(meshrt_device* dev, int32_t index) {
+    meshrt::Runtime& rt = meshrt::runtime_of(dev, "meshrt_arg_path");
+    if (index < 0 || size_t(index) >= rt.options.arg_text.size())
+        meshrt::fail(dev, "meshrt_arg_path: no argument " + std::to_string(index));
+    return rt.options.arg_text[size_t(index)].c_str();
+}
+
+extern "C" void meshrt_check_slice(meshrt_device* dev, int64_t start, int64_t size, int64_t bound,
+                                   const char* where) {
+    if (start >= 0 && size <= bound && start <= bound - size)
+        return;
+    meshrt::fail(dev, std::string(where ? where : "slice") + ": slice start " + std::to_string(start) +
+                          " is out of range: a slice of " + std::to_string(size) +
+                          " must start in 0.." + std::to_string(bound - size) + " (the dim has " +
+                          std::to_string(bound) + ")");
 }

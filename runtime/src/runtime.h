@@ -30,6 +30,10 @@ struct Options {
     std::string device = "cpu"; // cpu, cuda (only when built with CUDA) or gpu-emulator
     int64_t mesh_threads = 0; // 0: the default (cores / devices, at least 1)
     std::string trace_path;   // empty: no trace
+    // The program's arguments (program->args), parsed: one entry per argument.
+    std::vector<std::string> arg_text;  // the path of a path argument
+    std::vector<double> arg_number;     // int (exact up to 2^53), float and bool arguments
+    std::vector<int64_t> arg_int;       // int arguments, exactly
 };
 
 class Runtime {

@@ -294,3 +294,84 @@ TEST_CASE("a kernel launch on the CPU device fails the run naming the kernel", "
     CHECK(r.err == "error: device 0: GPU kernel meshk_3 launched without --device=cuda or "
                    "gpu-emulator\n");
 }
+
+TEST_CASE("program arguments: defaults, values, --help and bad values", "[startup]") {
+    auto run = [](std::vector<std::string> args) {
+        return run_in_child([args] {
+            TestProgram prog({{"Pod", {"x"}, {2}}}, "prog");
+            prog.set_args({{"steps", MESHRT_ARG_INT, "100"},
+                           {"lr", MESHRT_ARG_FLOAT, "0.05"},
+                           {"verbose", MESHRT_ARG_BOOL, "false"},
+                           {"init", MESHRT_ARG_PATH, "init.npy"}});
+            int status = prog.run(
+                [](meshrt_device* dev) {
+                    if (meshrt_device_index(dev) != 0)
+                        return;
+                    int64_t steps = 0;
+                    float lr = 0;
+                    uint8_t verbose = 2;
+                    meshrt_arg(dev, 0, MESHRT_I64, &steps);
+                    meshrt_arg(dev, 1, MESHRT_F32, &lr);
+                    meshrt_arg(dev, 2, MESHRT_BOOL, &verbose);
+                    std::printf("steps %lld lr %g verbose %d init %s\n", static_cast<long long>(steps), lr,
+                                int(verbose), meshrt_arg_path(dev, 3));
+                },
+                args);
+            std::fflush(stdout);
+            _exit(status);
+        });
+    };
+    ChildResult r = run({});
+    CHECK(r.exit_status == 0);
+    CHECK(r.out == "steps 100 lr 0.05 verbose 0 init init.npy\n");
+    r = run({"--steps=-12", "--lr=1e-3", "--verbose=1", "--init=a/b.npy"});
+    CHECK(r.exit_status == 0);
+    CHECK(r.out == "steps -12 lr 0.001 verbose 1 init a/b.npy\n");
+    r = run({"--steps=9223372036854775807"});
+    CHECK(r.out == "steps 9223372036854775807 lr 0.05 verbose 0 init init.npy\n");
+    r = run({"--help"});
+    CHECK(r.exit_status == 0);
+    CHECK_THAT(r.out, Catch::Contains("program arguments:\n"
+                                      "  --steps=INT          an i64 argument (default 100)\n"
+                                      "  --lr=FLOAT           an f32 argument (default 0.05)\n"
+                                      "  --verbose=BOOL       a bool (true, false, 1 or 0) argument (default false)\n"
+                                      "  --init=PATH          a file name argument (default init.npy)\n"));
+    r = run({"--steps=1e3"});
+    CHECK(r.exit_status == 2);
+    CHECK(r.err == "error: --steps wants an i64, not '1e3' (see prog --help)\n");
+    r = run({"--steps=99999999999999999999"});
+    CHECK(r.exit_status == 2);
+    r = run({"--lr=fast"});
+    CHECK(r.exit_status == 2);
+    CHECK(r.err == "error: --lr wants an f32, not 'fast' (see prog --help)\n");
+    r = run({"--lr=inf"});
+    CHECK(r.exit_status == 2);
+    r = run({"--verbose=yes"});
+    CHECK(r.exit_status == 2);
+    r = run({"--init="});
+    CHECK(r.exit_status == 2);
+    r = run({"--steps"});
+    CHECK(r.exit_status == 2);
+    CHECK(r.err == "error: --steps wants a value: --steps=INT (see prog --help)\n");
+    r = run({"--stepsx=3"});
+    CHECK(r.exit_status == 2);
+    CHECK(r.err == "error: unknown option '--stepsx=3' (see prog --help)\n");
+    r = run({"--", "--steps=abc"});  // after `--`: ignored
+    CHECK(r.exit_status == 0);
+}
+
+TEST_CASE("a run-time slice start out of range fails the run naming the source", "[startup]") {
+    ChildResult r = run_in_child([] {
+        TestProgram prog({{"Pod", {"x"}, {2}}}, "prog");
+        int status = prog.run([](meshrt_device* dev) {
+            meshrt_check_slice(dev, 0, 4, 8, "f.msh:3:9");
+            meshrt_check_slice(dev, 4, 4, 8, "f.msh:3:9");
+            if (meshrt_device_index(dev) == 1)
+                meshrt_check_slice(dev, 5, 4, 8, "f.msh:3:9");
+        });
+        _exit(status);
+    });
+    CHECK(r.exit_status == 1);
+    CHECK(r.err == "error: device 1: f.msh:3:9: slice start 5 is out of range: a slice of 4 must start in 0..4 "
+                   "(the dim has 8)\n");
+}

@@ -28,6 +28,12 @@ public:
     /// Runs `entry` on every device through meshrt_main (with extra argv); the status.
     int run(std::function<void(meshrt_device*)> entry, std::vector<std::string> args = {});
     int64_t ndevices() const { return program_.ndevices; }
+    /// The program's arguments (their strings must outlive run()).
+    void set_args(std::vector<meshrt_arg_desc> args) {
+        args_ = std::move(args);
+        program_.nargs = int32_t(args_.size());
+        program_.args = args_.data();
+    }
 
 private:
     std::vector<MeshSpec> specs_;
@@ -35,6 +41,7 @@ private:
     std::vector<std::vector<const char*>> axis_names_;
     std::vector<meshrt_mesh_desc> descs_;
     meshrt_program program_{};
+    std::vector<meshrt_arg_desc> args_;
 };
 
 struct ChildResult {

@@ -178,6 +178,9 @@ private:
         decl("meshrt_slice", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
         decl("meshrt_concat_part", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
         decl("meshrt_load", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
+        decl("meshrt_arg", void_, {ptr_, i32_, i32_, ptr_});
+        decl("meshrt_arg_path", ptr_, {ptr_, i32_});
+        decl("meshrt_check_slice", void_, {ptr_, i64_, i64_, i64_, ptr_});
         decl("meshrt_save", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
         decl("meshrt_trace_begin", void_, {ptr_, ptr_});
@@ -716,8 +719,14 @@ private:
             ValueId r = op.results[0];
             val_[r] = alloc(r);
             on_members(gtype(r).mesh,
-                       [&] { call("meshrt_load", {dev_, cstring(op.text), i32c(static_cast<int>(dt(r))), layout_of(gtype(r)), val_[r]}); },
+                       [&] { call("meshrt_load", {dev_, path_of(op), i32c(static_cast<int>(dt(r))), layout_of(gtype(r)), val_[r]}); },
                        [&] { zero(r, val_[r]); });
+            return;
+        }
+        case OpKind::Arg: {
+            ValueId r = op.results[0];
+            val_[r] = alloc(r);
+            call("meshrt_arg", {dev_, i32c(op.ints[0]), i32c(static_cast<int>(dt(r))), val_[r]});
             return;
         }
         case OpKind::Elementwise:
@@ -752,8 +761,37 @@ private:
         }
         case OpKind::Slice: {
             ValueId x = op.operands[0], r = op.results[0];
+            auto d = static_cast<size_t>(op.dim);
+            llvm::Value* start = i64c(op.ints[0]);
+            if (op.operands.size() == 2) {
+                // A run-time start: checked against the (unsplit) dim before anything is read.
+                start = scalar_i64(op.operands[1]);
+                call("meshrt_check_slice", {dev_, start, i64c(op.ints[1]), i64c(lshape(x)[d]), cstring(op.text)});
+            }
             val_[r] = alloc(r);
-            slice(x, r, static_cast<size_t>(op.dim), i64c(op.ints[0]), op.ints[1]);
+            slice(x, r, d, start, op.ints[1]);
+            return;
+        }
+        case OpKind::Pad: {
+            // Zeros with the operand at `start` along the (unsplit) dim.
+            ValueId g = op.operands[0], r = op.results[0];
+            auto d = static_cast<size_t>(op.dim);
+            llvm::Value* start = op.operands.size() == 2 ? scalar_i64(op.operands[1]) : i64c(op.ints[0]);
+            val_[r] = alloc(r);
+            zero(r, val_[r]);
+            int64_t total = lshape(r)[d];
+            offload("pad", [&](bool gpu, const Nest& nest) {
+                if (!gpu) {
+                    call("meshrt_concat_part", {dev_, i32c(static_cast<int>(dt(g))), val_[g], i32c(static_cast<int64_t>(lshape(g).size())),
+                                                i64_array(lshape(g)), i32c(op.dim), i64c(total), start, val_[r]});
+                    return;
+                }
+                nest(lshape(g), [&](const std::vector<llvm::Value*>& idx) {
+                    std::vector<llvm::Value*> at = idx;
+                    at[d] = b_.CreateAdd(idx[d], start);
+                    store_elem(dt(r), val_[r], linear(at, strides_of(lshape(r))), load_elem(dt(g), val_[g], linear(idx, strides_of(lshape(g)))));
+                });
+            });
             return;
         }
         case OpKind::Concat: {
@@ -813,13 +851,19 @@ private:
             ValueId x = op.operands[0];
             // Every device of the program calls save (devices outside the value's mesh
             // contribute nothing; the runtime ends it with a barrier over all devices).
-            call("meshrt_save", {dev_, cstring(op.text), i32c(static_cast<int>(dt(x))), layout_of(gtype(x)), val_[x]});
+            call("meshrt_save", {dev_, path_of(op), i32c(static_cast<int>(dt(x))), layout_of(gtype(x)), val_[x]});
             return;
         }
         case OpKind::For: return for_op(op);
         case OpKind::If: return if_op(op);
         case OpKind::Grad: MESHC_ASSERT(false, "autodiff (transform/) replaces every grad op");
         }
+    }
+
+    /// The file of a load or save: its literal, or the value of its path argument.
+    llvm::Value* path_of(const Op& op) {
+        if (op.ints.empty()) return cstring(op.text);
+        return call("meshrt_arg_path", {dev_, i32c(op.ints[0])});
     }
 
     /// r = x[..., start:start+len, ...] along dim d.
@@ -926,7 +970,8 @@ private:
         }
         case ir::CreateKind::RandomNormal:
         case ir::CreateKind::RandomUniform:
-            call("meshrt_random", {dev_, i32c(op.create == ir::CreateKind::RandomNormal ? 0 : 1), i64c(op.seed),
+            call("meshrt_random", {dev_, i32c(op.create == ir::CreateKind::RandomNormal ? 0 : 1),
+                                   op.operands.empty() ? i64c(op.seed) : scalar_i64(op.operands[0]),
                                    i32c(static_cast<int>(t)), layout_of(gtype(r)), out});
             return;
         }
@@ -1521,9 +1566,20 @@ private:
             auto* init = llvm::ConstantArray::get(llvm::ArrayType::get(mesh_ty, meshes.size()), meshes);
             meshes_g = new llvm::GlobalVariable(mod_, init->getType(), true, llvm::GlobalValue::PrivateLinkage, init, "mesh.meshes");
         }
-        auto* prog_ty = llvm::StructType::get(ctx_, {ptr_, i32_, ptr_, i64_, ptr_});
+        // The program's arguments (meshrt_arg_desc): name, kind, default.
+        auto* arg_ty = llvm::StructType::get(ctx_, {ptr_, i32_, ptr_});
+        std::vector<llvm::Constant*> args;
+        for (const ir::ProgramArg& a : gm_.args) {
+            args.push_back(llvm::ConstantStruct::get(arg_ty, {cstring(a.name), i32c(static_cast<int64_t>(a.kind)), cstring(a.default_text)}));
+        }
+        llvm::Constant* args_g = llvm::ConstantPointerNull::get(ptr_);
+        if (!args.empty()) {
+            auto* init = llvm::ConstantArray::get(llvm::ArrayType::get(arg_ty, args.size()), args);
+            args_g = new llvm::GlobalVariable(mod_, init->getType(), true, llvm::GlobalValue::PrivateLinkage, init, "mesh.args");
+        }
+        auto* prog_ty = llvm::StructType::get(ctx_, {ptr_, i32_, ptr_, i64_, ptr_, i32_, ptr_});
         auto* prog_init = llvm::ConstantStruct::get(prog_ty, {cstring(program_name), i32c(static_cast<int64_t>(meshes.size())), meshes_g,
-                                                              i64c(lm_.device_count), entry});
+                                                              i64c(lm_.device_count), entry, i32c(static_cast<int64_t>(args.size())), args_g});
         auto* prog = new llvm::GlobalVariable(mod_, prog_ty, true, llvm::GlobalValue::PrivateLinkage, prog_init, "mesh.program");
 
         auto* main_ty = llvm::FunctionType::get(i32_, {i32_, ptr_}, false);

@@ -226,8 +226,12 @@ public:
 
     void print() {
         for (const Mesh& mesh : module_.meshes) print_mesh(mesh);
+        static constexpr const char* kArgKinds[] = {"i64", "f32", "bool", "path"};
+        for (const ProgramArg& a : module_.args) {
+            out_ << "arg " << quoted(a.name) << ": " << kArgKinds[a.kind] << " = " << quoted(a.default_text) << "\n";
+        }
         for (size_t i = 0; i < module_.functions.size(); ++i) {
-            if (i || !module_.meshes.empty()) out_ << "\n";
+            if (i || !module_.meshes.empty() || !module_.args.empty()) out_ << "\n";
             print_function(module_.functions[i]);
         }
     }
@@ -311,17 +315,28 @@ private:
         case OpKind::Create:
             out += " ";
             out += create_name(op.create);
-            if (op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform) {
+            if ((op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform) && op.operands.empty()) {
                 out += fmt::format(" seed {}", op.seed);
             }
+            if (!op.operands.empty()) out += " seed";  // a run-time seed: the operand
             if (op.create == CreateKind::Full) out += " " + number(op.number);
             if (op.dim >= 0) out += fmt::format(" dim {}", op.dim);
             out += operands();
             break;
         case OpKind::Load:
+        case OpKind::Save:
+            if (!op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()) {
+                out += " arg " + quoted(module_.args[static_cast<size_t>(op.ints[0])].name);
+            }
+            out += " " + quoted(op.text) + operands();
+            break;
+        case OpKind::Arg:
+            out += !op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()
+                       ? " " + quoted(module_.args[static_cast<size_t>(op.ints[0])].name)
+                       : fmt::format(" <argument #{}>", op.ints.empty() ? -1 : op.ints[0]);
+            break;
         case OpKind::Contract:
         case OpKind::Print:
-        case OpKind::Save:
             out += " " + quoted(op.text) + operands();
             break;
         case OpKind::Elementwise:
@@ -369,7 +384,13 @@ private:
             out += fmt::format(" {}", op.ints.empty() ? 0 : op.ints[0]) + operands();
             break;
         case OpKind::Slice:
-            out += fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", ")) + operands();
+        case OpKind::Pad:
+            // A run-time start is the second operand: `slice dim 0 [%5, 4] %2`.
+            if (op.operands.size() == 2 && op.ints.size() == 2) {
+                out += fmt::format(" dim {} [%{}, {}] %{}", op.dim, op.operands[1], op.ints[1], op.operands[0]);
+            } else {
+                out += fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", ")) + operands();
+            }
             break;
         case OpKind::Concat:
             out += fmt::format(" dim {}", op.dim) + operands();

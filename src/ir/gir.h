@@ -144,8 +144,19 @@ struct Function {
     }
 };
 
+/// A program argument, `arg("steps", 100)`: set on the command line (`./prog --steps=12`).
+/// Int: an i64 scalar, Float: f32, Bool: bool, Path: a file name for `load` and `save`.
+struct ProgramArg {
+    enum Kind : uint8_t { Int, Float, Bool, Path } kind = Int;
+    std::string name;
+    std::string default_text;  // the default as the command line would write it
+    double number = 0;         // Int, Float, Bool: the default's value
+    Span span;                 // the first `arg` call that declares it
+};
+
 struct Module {
     std::vector<Mesh> meshes;
+    std::vector<ProgramArg> args;  // indexed by the `ints[0]` of Arg ops and of Load/Save with an argument path
     std::vector<Function> functions;
     const Mesh* mesh(int32_t index) const { return index < 0 ? nullptr : &meshes[index]; }
 };

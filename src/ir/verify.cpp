@@ -182,9 +182,29 @@ private:
             break;
         }
         case OpKind::Create:
+            if (!op.operands.empty()) {
+                if (op.create != CreateKind::RandomNormal && op.create != CreateKind::RandomUniform) bad("only a random creation takes an operand (its seed)");
+                run_time_int(op.operands[0], "the seed", bad);
+            }
+            break;
+        case OpKind::Arg: {
+            const TensorType& r = f_.types[op.results[0]];
+            if (op.ints.size() != 1 || op.ints[0] < 0 || static_cast<size_t>(op.ints[0]) >= module_.args.size()) {
+                bad("not a program argument");
+            } else if (r.rank() != 0 || r.mesh >= 0 || r.layout.partial) {
+                bad("a program argument is a mesh-free scalar: " + type(op.results[0]));
+            }
+            break;
+        }
         case OpKind::Load:
         case OpKind::Print:
-        case OpKind::Save: break;
+        case OpKind::Save:
+            if ((op.kind == OpKind::Load || op.kind == OpKind::Save) && !op.ints.empty() &&
+                (op.ints[0] < 0 || static_cast<size_t>(op.ints[0]) >= module_.args.size() ||
+                 module_.args[static_cast<size_t>(op.ints[0])].kind != ProgramArg::Path)) {
+                bad("the path is not a path argument");
+            }
+            break;
         case OpKind::Elementwise: check_elementwise(op, bad); break;
         case OpKind::Reduce: check_reduce(op, bad); break;
         case OpKind::Contract: check_contract(op, bad); break;
@@ -213,7 +233,12 @@ private:
             if (f_.types[op.results[0]].shape != op.ints) bad("the result shape is not the op's shape");
             break;
         case OpKind::Slice:
+        case OpKind::Pad:
         case OpKind::Concat:
+            if (op.kind != OpKind::Concat) {
+                if (op.ints.size() != 2) bad("a slice or pad has [start, size]");
+                if (op.operands.size() == 2) run_time_int(op.operands[1], "the start", bad);
+            }
             if (op.dim < 0 || static_cast<size_t>(op.dim) >= f_.types[op.results[0]].rank()) {
                 bad("dim out of range");
             } else if (!f_.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)].empty()) {
@@ -230,6 +255,15 @@ private:
             if (!in.layout.is_replicated() || !out.layout.is_replicated()) bad("place takes and gives replicated values");
             break;
         }
+        }
+    }
+
+    // A run-time integer operand (a seed, a slice start): an integer scalar, not pending.
+    template <typename Bad>
+    void run_time_int(ValueId v, const char* what, Bad& bad) {
+        const TensorType& t = f_.types[v];
+        if (t.rank() != 0 || t.layout.partial || (t.dtype != DType::I64 && t.dtype != DType::I32)) {
+            bad(fmt::format("{} must be an integer scalar, found {}", what, type(v)));
         }
     }
 

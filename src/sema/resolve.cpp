@@ -799,8 +799,8 @@ private:
         }
         case ExprKind::StringLit: {
             bool ok = pos.callee == Builtin::print || pos.callee == Builtin::load ||
-                      pos.callee == Builtin::save || pos.callee == Builtin::einsum;
-            if (!ok) reject("a string literal", "strings are only arguments of `print`, `load`, `save` and `einsum`");
+                      pos.callee == Builtin::save || pos.callee == Builtin::einsum || pos.callee == Builtin::arg;
+            if (!ok) reject("a string literal", "strings are only arguments of `print`, `load`, `save`, `einsum` and `arg`");
             return;
         }
         case ExprKind::List:

@@ -311,11 +311,18 @@ private:
             case OpKind::Load:
             case OpKind::Save:
             case OpKind::Print: out_ << " \"" << op.text << "\""; break;
-            case OpKind::Slice: out_ << fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", ")); break;
+            case OpKind::Slice:
+            case OpKind::Pad:
+                // A run-time start is the second operand.
+                if (op.operands.size() == 2) out_ << fmt::format(" dim {} [%{}, {}]", op.dim, op.operands[1], op.ints[1]);
+                else out_ << fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", "));
+                break;
+            case OpKind::Arg: out_ << " \"" << m_.global->args[static_cast<size_t>(op.ints[0])].name << "\""; break;
             case OpKind::Concat: out_ << " dim " << op.dim; break;
             default: break;
             }
-            for (size_t i = 0; i < op.operands.size(); ++i) out_ << (i ? ", %" : " %") << op.operands[i];
+            size_t shown = (op.kind == OpKind::Slice || op.kind == OpKind::Pad) ? 1 : op.operands.size();
+            for (size_t i = 0; i < shown && i < op.operands.size(); ++i) out_ << (i ? ", %" : " %") << op.operands[i];
             if (!op.results.empty()) {
                 out_ << " :";
                 for (size_t i = 0; i < op.results.size(); ++i) out_ << (i ? ", " : " ") << type(op.results[i]);

@@ -980,6 +980,30 @@ private:
         if (!active(x)) return;
         ValueId g = as_layout(ct_of(y), type(y), 0);
         auto d = static_cast<size_t>(op.dim);
+        if (op.kind == OpKind::Pad) {
+            // The adjoint of a pad is the slice at the same start (a run-time one too).
+            TensorType t = type(g);
+            t.shape = type(x).shape;
+            Op s{OpKind::Slice};
+            s.dim = op.dim;
+            s.ints = {op.ints[0], type(x).shape[d]};
+            s.operands = {g};
+            if (op.operands.size() == 2) s.operands.push_back(op.operands[1]);
+            s.text = "pad";
+            add_ct(x, emit(std::move(s), std::move(t)));
+            return;
+        }
+        if (op.operands.size() == 2) {
+            // A run-time start: the cotangent padded with zeros at the same start.
+            TensorType r = type(g);
+            r.shape = type(x).shape;
+            Op p{OpKind::Pad};
+            p.dim = op.dim;
+            p.ints = {0, type(x).shape[d]};
+            p.operands = {g, op.operands[1]};
+            add_ct(x, emit(std::move(p), std::move(r)));
+            return;
+        }
         int64_t start = op.ints[0], n = op.ints[1], total = type(x).shape[d];
         std::vector<ValueId> parts;
         auto pad = [&](int64_t len) {

@@ -234,12 +234,18 @@ class BadCase:
     a name mapped to None is not written, i.e. missing) are written into the run
     directory; the program must exit non-zero, its stderr must contain every string of
     `stderr` (case-sensitive), and afterwards the run directory must hold exactly the
-    files written (no output, no temporary file)."""
+    files written (no output, no temporary file), plus the files of `keeps` (output
+    the program saved before it failed, which must be complete and stay). `argv`: program
+    arguments for this run (`--steps=-1`); `status`: the exit status wanted (2 for a bad
+    command line; checked on the simulated mesh)."""
 
-    def __init__(self, name, files, stderr):
+    def __init__(self, name, files, stderr, argv=(), status=None, keeps=()):
         self.name = name
         self.files = files
         self.stderr = list(stderr)
+        self.argv = list(argv)
+        self.status = status
+        self.keeps = list(keeps)
 
 
 # ----------------------------------------------------------------------------- .npy

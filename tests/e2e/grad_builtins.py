@@ -933,6 +933,7 @@ BUILTINS = {
     "value_and_grad": DIFF(gen_value_and_grad),  # differentiated through
     "print": NOT("I/O"),
     "load": NOT("I/O"),
+    "arg": NOT("a program argument: a run-time input"),
     "save": NOT("I/O"),
 }
 
@@ -962,6 +963,7 @@ GIR_OPS = {
     "Constant": (None, "a literal: nothing to differentiate"),
     "Create": (None, "creation built-ins: no input"),
     "Load": (None, "I/O"),
+    "Arg": (None, "a program argument: a run-time input"),
     "Elementwise": (["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "max", "min",
                      "select", "cast", "+", "-", "*", "/", "%", "-x"], None),
     "Reduce": (["sum", "mean", "max_over", "softmax", "log_softmax"], None),
@@ -976,6 +978,7 @@ GIR_OPS = {
     "Reshape": (["reshape"], None),
     "Broadcast": (["broadcast"], None),
     "Slice": (["slice"], None),
+    "Pad": (None, "the adjoint of a run-time `slice` (tests/e2e/rt_slice_grad.msh); its own adjoint is that slice"),
     "Concat": (["concat"], None),
     "OneHot": (None, "integer ids in, a constant 0/1 tensor out"),
     "Embedding": (["embedding"], None),

@@ -589,6 +589,18 @@ def mpirun_cmd(args, nprocs):
     return [args.mpirun] + MPIRUN_FLAGS + ["-np", str(nprocs)]
 
 
+def check_kept(res, tag, cdir, case, after):
+    """The files a failing run saved before it failed (case.keeps) must be there, complete
+    .npy files; returns `after` without them."""
+    for k in case.keeps:
+        path = os.path.join(cdir, k)
+        try:
+            np.load(path)
+        except Exception as e:  # noqa: BLE001
+            res.fail("%s: %s, saved before the failure, is not a complete .npy file: %s" % (tag, k, e))
+    return [f for f in after if f not in case.keeps]
+
+
 def check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, sim_out):
     """The MPI mode: the declared build under mpirun, compared with the simulated run
     (sim_out: its stdout; the .npy files are in vdir/run), then its bad-input cases and
@@ -602,7 +614,7 @@ def check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, sim
     os.makedirs(rdir)
     write_inputs(rdir, inputs)
     cmd = mpirun_cmd(args, ndev) + [exe, "--comm=mpi"]
-    rc, out, err, secs = run_cmd(cmd, cwd=rdir, timeout=args.mpi_timeout)
+    rc, out, err, secs = run_cmd(cmd + getattr(module, "ARGV", []), cwd=rdir, timeout=args.mpi_timeout)
     if args.verbose:
         res.notes.append("%s ran in %.2f s, rc %s" % (tag, secs, rc))
     if rc != 0:
@@ -639,15 +651,17 @@ def check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, sim
         os.makedirs(cdir)
         write_inputs(cdir, case.files)
         before = list_files(cdir)
-        rc, bout, berr, _ = run_cmd(cmd, cwd=cdir, timeout=args.mpi_timeout)
+        rc, bout, berr, _ = run_cmd(cmd + case.argv, cwd=cdir, timeout=args.mpi_timeout)
         after = list_files(cdir)
         ctag = "%s bad input '%s'" % (tag, case.name)
+        after = check_kept(res, ctag, cdir, case, after)
         if rc is None or rc <= 0:
             res.fail("%s: %s, want a non-zero exit status\n%s" % (
                 ctag, "exited 0" if rc == 0 else how_failed(rc, args.mpi_timeout),
                 indent(clip("stdout:\n" + bout + "\nstderr:\n" + berr))))
         else:
-            miss = [x for x in case.stderr + ["error: device "] if x not in berr]
+            # A bad command line is refused before any device starts.
+            miss = [x for x in case.stderr + (["error: device "] if case.status is None else []) if x not in berr]
             if miss:
                 res.fail("%s: stderr lacks %s\n      stderr: %s" % (ctag, ", ".join(repr(x) for x in miss), clip(berr, 600)))
         if after != before:
@@ -755,7 +769,8 @@ def run_test(name, args, work_root, have_build):
         rdir = os.path.join(vdir, "run")
         os.makedirs(rdir)
         write_inputs(rdir, inputs)
-        rc, out, err, secs = run_cmd([exe] + args.run_flags, cwd=rdir, timeout=args.run_timeout)
+        rc, out, err, secs = run_cmd([exe] + args.run_flags + getattr(module, "ARGV", []), cwd=rdir,
+                                     timeout=args.run_timeout)
         if args.verbose:
             res.notes.append("[%s] ran in %.2f s, rc %s" % (vname, secs, rc))
         if rc != 0:
@@ -782,6 +797,13 @@ def run_test(name, args, work_root, have_build):
         if extra:
             res.fail("[%s] unexpected files in the run directory: %s" % (vname, ", ".join(extra)))
         outputs[vname] = (out, saved)
+        # `--help` lists the program's arguments (module HELP: strings it must print).
+        if getattr(module, "HELP", None):
+            hrc, hout, herr, _ = run_cmd([exe, "--help"], cwd=rdir, timeout=args.run_timeout)
+            miss = [s for s in module.HELP if s not in hout]
+            if hrc != 0 or miss:
+                res.fail("[%s] --help: exit status %s, lacks %s\n%s" % (vname, hrc, ", ".join(repr(s) for s in miss),
+                                                                         indent(clip(hout + herr))))
         if args.comm == "mpi":
             # The simulated run's bad cases are the plain e2e's; here the MPI ones.
             check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, out)
@@ -792,9 +814,12 @@ def run_test(name, args, work_root, have_build):
             os.makedirs(cdir)
             write_inputs(cdir, case.files)
             before = list_files(cdir)
-            rc, bout, berr, _ = run_cmd([exe] + args.run_flags, cwd=cdir, timeout=args.run_timeout)
+            rc, bout, berr, _ = run_cmd([exe] + args.run_flags + case.argv, cwd=cdir, timeout=args.run_timeout)
             after = list_files(cdir)
             tag = "[%s] bad input '%s'" % (vname, case.name)
+            after = check_kept(res, tag, cdir, case, after)
+            if case.status is not None and rc is not None and rc > 0 and rc != case.status:
+                res.fail("%s: exit status %d, want %d" % (tag, rc, case.status))
             if rc is None:
                 res.fail("%s: timed out" % tag)
             elif rc == 0:

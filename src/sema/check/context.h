@@ -101,7 +101,8 @@ struct Binding {
 struct Val {
     // Poison: the value of a statement that failed (its error was reported); using it
     // abandons the using statement silently, so one mistake gives one diagnostic.
-    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct, Poison } kind = Tensor;
+    enum Kind { Tensor, Function, BuiltinFn, Module, Tuple, Struct, Poison, Path } kind = Tensor;
+    // Path: a path argument, `arg("init", "init.npy")`; id is its index in ir::Module::args.
     ValueId id = ir::kNoValue;
     const Item* fn = nullptr;            // Function; Struct: the struct item
     Builtin builtin = Builtin::Count;
@@ -230,6 +231,17 @@ private:
                   std::vector<AggType>* param_types_out = nullptr);
     std::vector<int64_t> shape_arg(const Expr& e);
     int64_t int_arg(const Expr& e);
+    /// The value of an integer expression known at compile time, or none (int_arg's rules).
+    std::optional<int64_t> const_int(const Expr& e);
+    /// An integer scalar computed at run time (a seed, a slice start): lowered, checked
+    /// (rank 0, integer), its pending sum completed.
+    ValueId run_time_int(const Expr& e, const std::string& what);
+    /// `arg("name", default)`: a program argument (an Arg op, or a Path for a string).
+    Val lower_arg(const Expr& call);
+    /// The file of `load` / `save`: a string literal, or a path argument (`ints` {k}).
+    void path_arg(const Expr& e, ir::Op& op, const char* what);
+    /// `file:line:col` of a span, for run-time error messages.
+    std::string location(Span span) const;
     int64_t axis_arg(const Expr& e, ValueId operand);
     AxisSet over_arg(const Expr& e, ValueId operand);
     DType dtype_arg(const Expr& e);

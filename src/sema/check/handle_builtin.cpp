@@ -88,8 +88,14 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
     case Builtin::random_normal:
     case Builtin::random_uniform: {
         want(2, 2);
-        return create(b == Builtin::random_normal ? ir::CreateKind::RandomNormal : ir::CreateKind::RandomUniform,
-                      shape_arg(*pos[1]), std::nullopt, int_arg(*pos[0]), 0);
+        // The seed: a constant, or an integer scalar computed at run time (an operand).
+        std::optional<int64_t> seed = const_int(*pos[0]);
+        ValueId seed_value = ir::kNoValue;
+        if (!seed) seed_value = run_time_int(*pos[0], fmt::format("the seed of `{}`", builtin_info(b).name));
+        ValueId v = create(b == Builtin::random_normal ? ir::CreateKind::RandomNormal : ir::CreateKind::RandomUniform,
+                           shape_arg(*pos[1]), std::nullopt, seed.value_or(0), 0);
+        if (!seed) ops_->back().operands = {seed_value};
+        return v;
     }
     case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
     case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
@@ -231,11 +237,14 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
     case Builtin::save: {
         std::string text;
         std::vector<ValueId> operands;
+        std::vector<int64_t> save_arg;  // a path argument {k}
         size_t first = 0;
         if (b == Builtin::save) {
             want(2, 2);
-            if (pos[0]->kind != ExprKind::StringLit) fail(DiagCode::E0309, pos[0]->span, "`save` takes a file name (a string) first");
-            text = pos[0]->string_value;
+            ir::Op path;
+            path_arg(*pos[0], path, "`save` takes a file name (a string or a path argument) first");
+            text = path.text;
+            save_arg = path.ints;
             first = 1;
         }
         for (size_t i = first; i < pos.size(); ++i) {
@@ -255,6 +264,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         }
         ir::Op op{b == Builtin::print ? ir::OpKind::Print : ir::OpKind::Save};
         op.text = text;
+        op.ints = save_arg;
         op.operands = operands;
         op.span = call.span;
         ops_->push_back(std::move(op));
@@ -308,10 +318,18 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         const Expr* size = named_arg("size");
         if (!axis || !start || !size) fail(DiagCode::E0309, call.span, "`slice` needs `axis:`, `start:` and `size:`");
         auto d = static_cast<size_t>(axis_arg(*axis, x));
-        int64_t b = int_arg(*start), n = int_arg(*size);
+        // The size is static (a type); the start may be computed at run time, then it is
+        // checked when the program runs (meshrt_check_slice names this line).
+        std::optional<int64_t> b = const_int(*start);
+        int64_t n = int_arg(*size);
+        ValueId start_value = ir::kNoValue;
+        if (!b) start_value = run_time_int(*start, "the start of `slice`");
         const TensorType& t = type(x);
-        if (b < 0 || n < 1 || b + n > t.shape[d]) {
-            fail(DiagCode::E0307, call.span, fmt::format("slice [{}, {}) is outside dim {} of size {}", b, b + n, d, t.shape[d]));
+        if (b && (*b < 0 || n < 1 || *b + n > t.shape[d])) {
+            fail(DiagCode::E0307, call.span, fmt::format("slice [{}, {}) is outside dim {} of size {}", *b, *b + n, d, t.shape[d]));
+        }
+        if (!b && (n < 1 || n > t.shape[d])) {
+            fail(DiagCode::E0307, call.span, fmt::format("a slice of size {} does not fit in dim {} of size {}", n, d, t.shape[d]));
         }
         if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
         if (t.mesh >= 0 && !type(x).layout.dims[d].empty()) {
@@ -324,8 +342,12 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ir::Op op{ir::OpKind::Slice};
         op.operands = {x};
         op.dim = static_cast<int32_t>(d);
-        op.ints = {b, n};
+        op.ints = {b.value_or(0), n};
         op.span = call.span;
+        if (!b) {
+            op.operands.push_back(start_value);
+            op.text = location(call.span);
+        }
         std::vector<std::string_view> names = dim_names_[x];
         names[d] = "";
         return emit(std::move(op), std::move(r), std::move(names));

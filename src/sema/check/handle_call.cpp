@@ -13,12 +13,12 @@ bool FunctionBuilder::is_load_call(const Expr& e) {
 // `load("x.npy")` takes its type, layout included, from the annotation; each device
 // reads its own piece. The file's dtype and shape are checked when the program runs.
 ValueId FunctionBuilder::lower_load(const Expr& call, const AggType& t) {
-    if (call.args.size() != 1 || call.args[0].value->kind != ExprKind::StringLit) {
+    if (call.args.size() != 1 || call.args[0].label) {
         fail(DiagCode::E0309, call.span, "`load` takes one file name: `load(\"x.npy\")`");
     }
     if (t.kind != AggType::Tensor) fail(DiagCode::E0309, call.span, "`load` reads one tensor");
     ir::Op op{ir::OpKind::Load};
-    op.text = call.args[0].value->string_value;
+    path_arg(*call.args[0].value, op, "`load` takes one file name: `load(\"x.npy\")` or a path argument");
     op.span = call.span;
     return emit(std::move(op), t.tensor, t.dim_names);
 }
@@ -85,17 +85,20 @@ ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, S
 
 // ---------------------------------------------------------------- calls
 
-int64_t FunctionBuilder::int_arg(const Expr& e) {
+std::optional<int64_t> FunctionBuilder::const_int(const Expr& e) {
     switch (e.kind) {
     case ExprKind::IntLit: return e.int_value;
     case ExprKind::Unary:
-        if (e.unary_op == UnaryOp::Neg) return -int_arg(*e.lhs);
+        if (e.unary_op == UnaryOp::Neg) {
+            if (auto v = const_int(*e.lhs)) return -*v;
+        }
         break;
     case ExprKind::Name:
         if (auto it = binding_.sizes.find(e.name.name); it != binding_.sizes.end()) return it->second;
         break;
     case ExprKind::Field:
-        if (e.lhs->kind == ExprKind::Name) {
+        // `M.axis`; a field of a local (a struct) is a run-time value.
+        if (e.lhs->kind == ExprKind::Name && !find_binding(e.lhs->name.name)) {
             Dim d{DimKind::Axis, e.span};
             d.name = e.lhs->name;
             d.axis = e.name;
@@ -103,13 +106,15 @@ int64_t FunctionBuilder::int_arg(const Expr& e) {
         }
         break;
     case ExprKind::Binary: {
-        int64_t a = int_arg(*e.lhs), b = int_arg(*e.rhs);
+        auto a = const_int(*e.lhs);
+        auto b = a ? const_int(*e.rhs) : std::nullopt;
+        if (!a || !b) break;
         switch (e.binary_op) {
-        case BinaryOp::Add: return a + b;
-        case BinaryOp::Sub: return a - b;
-        case BinaryOp::Mul: return a * b;
+        case BinaryOp::Add: return *a + *b;
+        case BinaryOp::Sub: return *a - *b;
+        case BinaryOp::Mul: return *a * *b;
         case BinaryOp::Div:
-            if (b != 0 && a % b == 0) return a / b;
+            if (*b != 0 && *a % *b == 0) return *a / *b;
             break;
         default: break;
         }
@@ -117,7 +122,132 @@ int64_t FunctionBuilder::int_arg(const Expr& e) {
     }
     default: break;
     }
+    return std::nullopt;
+}
+
+int64_t FunctionBuilder::int_arg(const Expr& e) {
+    if (auto v = const_int(e)) return *v;
     fail(DiagCode::E0309, e.span, "expected a size known at compile time (an integer, a size variable or `M.axis`)");
+}
+
+ValueId FunctionBuilder::run_time_int(const Expr& e, const std::string& what) {
+    ValueId v = lower_expr(e);
+    const TensorType& t = type(v);
+    if (t.rank() != 0 || (t.dtype != DType::I64 && t.dtype != DType::I32)) {
+        fail(DiagCode::E0308, e.span, fmt::format("{} must be an integer scalar, found {}", what, type_str(t)));
+    }
+    if (flexible_[v]) fix_layout(v, t.mesh, Layout::replicated(0));
+    return reduce_partial(v, type(v).layout.partial, e.span, fmt::format("{} needs the summed value", what));
+}
+
+std::string FunctionBuilder::location(Span span) const {
+    if (!span.valid()) return "slice";
+    LineCol lc = in_.sources_.line_col(span.file, span.begin);
+    return fmt::format("{}:{}:{}", in_.sources_.path(span.file), lc.line, lc.col);
+}
+
+void FunctionBuilder::path_arg(const Expr& e, ir::Op& op, const char* what) {
+    if (e.kind == ExprKind::StringLit) {
+        op.text = e.string_value;
+        return;
+    }
+    Val v = eval(e);
+    if (v.kind != Val::Path) fail(DiagCode::E0309, e.span, what);
+    op.ints = {static_cast<int64_t>(v.id)};
+    op.text = in_.module_.args[v.id].default_text;
+}
+
+// `arg("steps", 100)`: the literal default gives the type (an integer: i64, a float: f32,
+// a bool, a string: a file name). One argument per name in the whole program: the same
+// name with another default is E0321.
+Val FunctionBuilder::lower_arg(const Expr& call) {
+    std::vector<const Expr*> pos;
+    for (const Arg& a : call.args) {
+        if (a.label) fail(DiagCode::E0320, a.value->span, "`arg` takes a name and a default: `arg(\"steps\", 100)`");
+        pos.push_back(a.value);
+    }
+    if (pos.size() != 2) {
+        fail(DiagCode::E0320, call.span,
+             fmt::format("`arg` takes a name and a default, `arg(\"steps\", 100)`; found {} argument{}", pos.size(), pos.size() == 1 ? "" : "s"));
+    }
+    if (pos[0]->kind != ExprKind::StringLit) {
+        fail(DiagCode::E0320, pos[0]->span, "the name of a program argument must be a string literal, as in `arg(\"steps\", 100)`");
+    }
+    const std::string& name = pos[0]->string_value;
+    bool valid = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0]));
+    for (char c : name) valid &= std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    if (!valid) {
+        fail(DiagCode::E0320, pos[0]->span,
+             fmt::format("\"{}\" cannot be an option name: a program argument's name is a letter followed by letters, digits, `_` or `-`", name));
+    }
+    static const std::set<std::string_view> kReserved = {"comm", "device", "mesh-threads", "trace", "help", "h"};
+    if (kReserved.count(name)) {
+        fail(DiagCode::E0320, pos[0]->span, fmt::format("`--{}` is an option of the runtime; choose another name for this argument", name));
+    }
+    ir::ProgramArg a;
+    a.name = name;
+    a.span = call.span;
+    const Expr* d = pos[1];
+    double sign = 1;
+    if (d->kind == ExprKind::Unary && d->unary_op == UnaryOp::Neg &&
+        (d->lhs->kind == ExprKind::IntLit || d->lhs->kind == ExprKind::FloatLit)) {
+        sign = -1;
+        d = d->lhs;
+    }
+    switch (d->kind) {
+    case ExprKind::IntLit:
+        a.kind = ir::ProgramArg::Int;
+        a.number = sign * static_cast<double>(d->int_value);
+        a.default_text = std::to_string(sign < 0 ? -d->int_value : d->int_value);
+        break;
+    case ExprKind::FloatLit:
+        a.kind = ir::ProgramArg::Float;
+        a.number = sign * d->float_value;
+        a.default_text = fmt::format("{}", a.number);
+        if (a.default_text.find_first_of(".en") == std::string::npos) a.default_text += ".0";  // `1.0`, not `1`
+        break;
+    case ExprKind::BoolLit:
+        a.kind = ir::ProgramArg::Bool;
+        a.number = d->bool_value ? 1 : 0;
+        a.default_text = d->bool_value ? "true" : "false";
+        break;
+    case ExprKind::StringLit:
+        if (d->string_value.empty()) fail(DiagCode::E0320, d->span, "the default file name of a path argument is empty");
+        a.kind = ir::ProgramArg::Path;
+        a.default_text = d->string_value;
+        break;
+    default:
+        fail(DiagCode::E0320, pos[1]->span,
+             "the default of a program argument must be a literal (an integer, a float, `true`/`false` or a file name): it gives the argument's type");
+    }
+    std::vector<ir::ProgramArg>& args = in_.module_.args;
+    size_t index = args.size();
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].name != name) continue;
+        if (args[i].kind != a.kind || args[i].default_text != a.default_text) {
+            static constexpr const char* kKinds[] = {"an i64", "an f32", "a bool", "a file name"};
+            fail(DiagCode::E0321, call.span,
+                 fmt::format("program argument \"{}\" is declared again as {} with default {}; it was declared as {} with default {}",
+                             name, kKinds[a.kind], a.default_text, kKinds[args[i].kind], args[i].default_text),
+                 {{"first declared here", args[i].span}});
+        }
+        index = i;
+    }
+    if (index == args.size()) args.push_back(a);
+    if (a.kind == ir::ProgramArg::Path) {
+        Val v;
+        v.kind = Val::Path;
+        v.id = static_cast<ValueId>(index);
+        return v;
+    }
+    static constexpr DType kTypes[] = {DType::I64, DType::F32, DType::Bool};
+    TensorType t;
+    t.dtype = kTypes[a.kind];
+    t.layout = Layout::replicated(0);
+    ir::Op op{ir::OpKind::Arg};
+    op.ints = {static_cast<int64_t>(index)};
+    op.span = call.span;
+    return Val::tensor(emit(std::move(op), std::move(t)));
 }
 
 std::vector<int64_t> FunctionBuilder::shape_arg(const Expr& e) {
@@ -200,6 +330,7 @@ Val FunctionBuilder::lower_call(const Expr& e) {
                      fmt::format("`{}(f)` is a function: call it with f's arguments, `{}(f)(x, ...)`",
                                  builtin_info(v.builtin).name, builtin_info(v.builtin).name));
             }
+            if (v.builtin == Builtin::arg) return lower_arg(e);
             return Val::tensor(lower_builtin(v.builtin, e));
         }
         if (v.kind == Val::Function) return call_user(*v.fn, in_.item_module_.at(v.fn), e);
@@ -226,7 +357,12 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
              {{"declared here", fn.name.span}});
     }
     std::vector<Val> args;
-    for (const Arg& a : call.args) args.push_back(eval(*a.value));
+    for (const Arg& a : call.args) {
+        args.push_back(eval(*a.value));
+        if (args.back().kind == Val::Path) {
+            fail(DiagCode::E0309, a.value->span, "a file name (a path argument) is only the file of `load` or `save`; it cannot be passed to a function");
+        }
+    }
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
     keep_generic_meshes(fn, b);

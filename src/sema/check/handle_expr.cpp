@@ -9,6 +9,9 @@ ValueId FunctionBuilder::lower_expr(const Expr& e) {
     if (v.kind == Val::Tuple || v.kind == Val::Struct) {
         fail(DiagCode::E0309, e.span, "expected a tensor, found a tuple or struct");
     }
+    if (v.kind == Val::Path) {
+        fail(DiagCode::E0309, e.span, "expected a tensor, found a file name (a path argument is the file of `load` or `save`)");
+    }
     fail(DiagCode::E0309, e.span, "a function is not a value here; call it");
 }
 
@@ -72,7 +75,10 @@ Val FunctionBuilder::eval(const Expr& e) {
     case ExprKind::Tuple: {
         Val t;
         t.kind = Val::Tuple;
-        for (const Expr* x : e.elements) t.elems.push_back(eval(*x));
+        for (const Expr* x : e.elements) {
+            t.elems.push_back(eval(*x));
+            if (t.elems.back().kind == Val::Path) fail(DiagCode::E0309, x->span, "a file name (a path argument) is only the file of `load` or `save`");
+        }
         return t;
     }
     case ExprKind::StructLit: return struct_literal(e);

@@ -30,6 +30,7 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
     }
     case StmtKind::Var: {
         Val v = eval(*s.value);
+        if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
         if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
         bool flexible_start = !s.type && v.kind == Val::Tensor && flexible_[v.id];
         auto hint = in_.var_hints_.find(key_of(s.name.span));

@@ -154,10 +154,12 @@ void Inferer::probe(const Item& fn) {
     DiagnosticEngine* real = diags_;
     diags_ = &scratch;
     size_t functions_before = module_.functions.size();
+    size_t args_before = module_.args.size();  // a probe's `arg`s are not the program's
     auto instances_before = instances_;
     instantiate(fn, 0, b, fn.name.span);
     diags_ = real;
     module_.functions.resize(functions_before);
+    module_.args.resize(args_before);
     instances_ = std::move(instances_before);
     std::string sizes = b.describe();
     for (const auto& [n, m] : b.meshes) {
