@@ -729,13 +729,15 @@ private:
             return;
         case Ew::Neg: contribute(0, ew(Ew::Neg, {g(0)})); return;
         case Ew::Cast: contribute(0, cast(g(0), type(xs[0]).dtype)); return;
+        // A product's operands may not both be pending sums (even over different axes):
+        // the cotangent is completed when the other factor is pending.
         case Ew::Mul:
-            if (act(0)) contribute(0, mul(g(partial(1)), xs[1]));
-            if (act(1)) contribute(1, mul(g(partial(0)), xs[0]));
+            if (act(0)) contribute(0, mul(g(partial(1) ? ~AxisSet{0} : 0), xs[1]));
+            if (act(1)) contribute(1, mul(g(partial(0) ? ~AxisSet{0} : 0), xs[0]));
             return;
         case Ew::Div:
             if (act(0)) contribute(0, ew(Ew::Div, {g(0), xs[1]}));
-            if (act(1)) contribute(1, ew(Ew::Neg, {ew(Ew::Div, {mul(g(partial(0)), y), xs[1]})}));
+            if (act(1)) contribute(1, ew(Ew::Neg, {ew(Ew::Div, {mul(g(partial(0) ? ~AxisSet{0} : 0), y), xs[1]})}));
             return;
         case Ew::Mod:
             // d(a mod b)/db = -floor(a / b) = -(a - y) / b.

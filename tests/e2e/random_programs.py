@@ -115,33 +115,11 @@ FD_EPS = 1e-6          # central finite differences in float64
 # --emit=gir` before any build, so they cost nothing; `--skip-known` (ctest) does not
 # build the cases selected by an entry *without* `error` (a wrong-value class, which only
 # its construct identifies). Remove an entry once the bug is fixed (its cases then XPASS).
+# Fixed (their cases now pass): reshard of a mesh-free value and of a var first bound to
+# one (placed on the program's only mesh), run-time slice starts and seeds (run-time
+# scalars), and grad through a product with a pending factor (the cotangent is completed
+# first).
 KNOWN_FAILURES = [
-    {"id": "reshard-meshfree",
-     "bug": "`reshard(x, {0: data})` of a mesh-free value (a parameter `Tensor f32 [..]` without `on`, which "
-            "LANGUAGE.md 4 says unifies with any mesh; or a creation, which docs/language.md says takes its "
-            "layout and mesh from its first use that needs one; the program declares one mesh) is rejected: "
-            "E0407 \"`reshard` of a value that is on no mesh\" (not in docs/diagnostics.md)",
-     "match": lambda c: "reshard-meshfree" in c.features,
-     "error": r"`reshard` of a value that is on no mesh"},
-    {"id": "var-of-meshfree",
-     "bug": "a `var` whose first value is a mesh-free parameter stays on no mesh even when it is assigned "
-            "values on the program's only mesh (docs/language.md: such a var \"goes on the program's mesh when "
-            "the program declares exactly one\"): a later `reshard` of it is E0407 \"`reshard` of a value that "
-            "is on no mesh\"",
-     "match": lambda c: "reshard-var-of-meshfree" in c.features,
-     "error": r"`reshard` of a value that is on no mesh"},
-    {"id": "runtime-scalars",
-     "bug": "LANGUAGE.md 9a: run-time i64 scalars (a loop variable) may be `slice` starts and seeds of random "
-            "creations; meshc rejects both: E0309 \"expected a size known at compile time\" (docs/language.md "
-            "does not list this under \"Not yet\")",
-     "match": lambda c: "runtime-slice-start" in c.features or "runtime-seed" in c.features,
-     "error": r"expected a size known at compile time"},
-    {"id": "autodiff-pending-mul",
-     "bug": "grad through `x * p` with p a `partial {..}` parameter, feeding a contraction whose other operand "
-            "is split: the backward pass multiplies two pending sums; internal compiler error \"GIR verifier "
-            "(after autodiff): ... operands of mul with these pending sums need a reduction first\"",
-     "match": lambda c: c.kind != "value",
-     "error": r"operands of mul with these pending sums need a reduction first"},
 ]
 
 

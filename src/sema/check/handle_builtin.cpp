@@ -550,10 +550,18 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (b == Builtin::reshard) {
             want(2, 2);
             ValueId x = lower_expr(*pos[0]);
-            const Mesh* mesh = mesh_of(type(x));
             if (pos[1]->kind != ExprKind::LayoutLit) fail(DiagCode::E0309, pos[1]->span, "`reshard` takes a layout like `{B: data}`");
+            // A value on no mesh yet (a mesh-free parameter, a creation) goes on the
+            // program's mesh when there is one (it is replicated: viewing it is free).
+            if (type(x).mesh < 0 && !pos[1]->layout->entries.empty() && type(x).rank() > 0 && default_mesh() >= 0) {
+                x = place(x, default_mesh(), call.span);
+            }
+            const Mesh* mesh = mesh_of(type(x));
             if (!mesh) {
-                if (!pos[1]->layout->entries.empty()) fail(DiagCode::E0407, call.span, "`reshard` of a value that is on no mesh");
+                if (!pos[1]->layout->entries.empty()) {
+                    fail(DiagCode::E0407, call.span, "`reshard` of a value that is on no mesh",
+                         {{"the program declares more than one mesh: give the value a type with `on MESH` first", {}}});
+                }
                 return x;
             }
             Layout target = Layout::replicated(type(x).rank());
