@@ -1,5 +1,5 @@
 // GIR helpers and the textual form (--emit=gir); see gir.h. The module comes from the
-// checker (sema/infer.cpp); the text is read by people and by FileCheck tests, so it is
+// checker (sema/check/); the text is read by people and by FileCheck tests, so it is
 // one op per line, stable, with each op's source position and every inserted coercion
 // marked with its reason.
 #include "ir/gir.h"

@@ -1,7 +1,7 @@
 // Typed global IR (GIR): the checker's output. SSA values with full tensor types (element
 // type, concrete shape, mesh, layout including `partial`); every coercion the checker
 // inserted is an explicit collective op carrying its source span and reason. One Function
-// per instantiation of a source function (sizes concrete). Produced by sema/infer.cpp;
+// per instantiation of a source function (sizes concrete). Produced by sema/check/;
 // consumed by the GIR printer (--emit=gir), `meshc explain`, and later the SPMD partitioner.
 #pragma once
 

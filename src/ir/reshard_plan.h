@@ -1,6 +1,6 @@
 // Coercion planning as a pure function of two layouts: the steps (collectives, free local
 // slices, make_partial) that turn a value's layout into a wanted one, by the table of
-// LANGUAGE.md section 6, and what they cost. Consumed by the checker (sema/infer.cpp, which
+// LANGUAGE.md section 6, and what they cost. Consumed by the checker (sema/check/, which
 // emits the steps as GIR ops) and by transforms that make values of their own
 // (transform/autodiff.cpp).
 #pragma once

@@ -1,4 +1,4 @@
-// The GIR verifier: checks the invariants the checker (sema/infer.cpp) promises to every
+// The GIR verifier: checks the invariants the checker (sema/check/) promises to every
 // consumer (printer, explain, the SPMD partitioner): SSA form, valid types and layouts,
 // and each op's result type consistent with its operands' under the sharding rules of
 // LANGUAGE.md section 6. A problem found is a compiler bug; the driver reports it as an

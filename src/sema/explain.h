@@ -1,5 +1,5 @@
 // `meshc explain`: the report of a checked module's layouts and collectives, as text for
-// people and as JSON (ARCHITECTURE.md) for tools. Input: the GIR from sema/infer.cpp;
+// people and as JSON (ARCHITECTURE.md) for tools. Input: the GIR from sema/check/;
 // output: a stream. Costs come from the cost model (cost_model.h).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Small questions about function signatures and `where` clauses, shared by refinement
-// checking (refine.cpp) and inference (infer.cpp).
+// checking (refine.cpp) and inference (sema/check/).
 #pragma once
 
 #include <cstdint>

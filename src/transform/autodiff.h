@@ -1,5 +1,5 @@
 // Reverse-mode automatic differentiation as a GIR -> GIR transform, before SPMD
-// partitioning. Input: the checker's GIR (sema/infer.cpp), where `grad(f)(args)` and
+// partitioning. Input: the checker's GIR (sema/check/), where `grad(f)(args)` and
 // `value_and_grad(f)(args)` are `grad` ops. Output: the same module with every `grad` op
 // replaced by a call of a new function (Function::derived "grad" / "value_and_grad") that
 // runs f's forward pass and then its backward pass as ordinary GIR ops. Consumed by
