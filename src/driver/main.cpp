@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <iostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -362,6 +363,27 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
 }
 
 // `meshc check` / `meshc explain`: the pipeline up to the typed global IR, in order.
+/// Adds to `out` the function items that hold an error; false when some error lies
+/// outside every function (a mesh, a struct, an import: later phases would cascade).
+bool functions_with_errors(const sema::Program& program, const DiagnosticEngine& diags,
+                           std::set<const ast::Item*>& out) {
+    for (const Diagnostic& d : diags.diagnostics()) {
+        if (d.severity != Severity::Error) continue;
+        const ast::Item* found = nullptr;
+        for (const auto& module : program.modules) {
+            if (module->file != d.span.file) continue;
+            for (const ast::Item* item : module->items) {
+                if (item->kind == ast::ItemKind::Fn && item->span.begin <= d.span.begin && d.span.end <= item->span.end) {
+                    found = item;
+                }
+            }
+        }
+        if (!found) return false;
+        out.insert(found);
+    }
+    return true;
+}
+
 int run_check(const CheckOptions& options) {
     SourceManager sources;
     DiagnosticEngine diags;
@@ -387,12 +409,17 @@ int run_check(const CheckOptions& options) {
         }
         timer.run("resolve", [&] { sema::resolve_program(sources, program, diags); });
         // Refinements of generic functions (once each), then type and sharding inference
-        // of each instantiation (on programs whose names resolve).
-        if (options.stop_after_names || diags.has_errors()) continue;
-        timer.run("refine", [&] { sema::check_refinements(sources, program, diags); });
-        if (diags.has_errors()) continue;
+        // of each instantiation. Where every error so far lies inside function items,
+        // the later phases still check the other functions (a call of a function with
+        // errors is dropped silently), so one run shows the errors of every phase.
+        if (options.stop_after_names) continue;
+        std::set<const ast::Item*> with_errors;
+        if (!functions_with_errors(program, diags, with_errors)) continue;
+        timer.run("refine", [&] { sema::check_refinements(sources, program, diags, &with_errors); });
+        if (!functions_with_errors(program, diags, with_errors)) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
+        infer_options.skip = &with_errors;
         auto gir_owner = timer.run("infer", [&] {
             return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
         });

@@ -8,6 +8,8 @@
 // checks the same obligations again with concrete sizes for each instantiation.
 #pragma once
 
+#include <set>
+
 #include "sema/loader.h"
 #include "support/diagnostics.h"
 
@@ -18,7 +20,8 @@ struct RefineStats {
     size_t obligations = 0;
 };
 
+/// `skip`: functions not to check (their earlier errors were reported).
 RefineStats check_refinements(const SourceManager& sources, const Program& program,
-                              DiagnosticEngine& diags);
+                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip = nullptr);
 
 }  // namespace meshc::sema
