@@ -168,6 +168,25 @@ private:
     ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
     /// Coercions done so far, by (value, target layout, the op list they were done in).
     std::map<std::tuple<ValueId, std::string, const void*>, ValueId> coerced_;
+    /// The op list enclosing each region's list while it is open: a coercion done in an
+    /// enclosing list before the region is used again inside it.
+    std::map<const void*, std::vector<ir::Op>*> parent_list_;
+    void enter_list(std::vector<ir::Op>* list) {
+        parent_list_[list] = ops_;
+        ops_ = list;
+    }
+    /// v converted to the layout `key` earlier in this list or an enclosing one, or kNoValue.
+    ValueId find_coerced(ValueId v, const std::string& key) const {
+        for (const std::vector<ir::Op>* list = ops_; list;) {
+            auto it = coerced_.find(std::make_tuple(v, key, static_cast<const void*>(list)));
+            if (it != coerced_.end()) return it->second;
+            auto p = parent_list_.find(list);
+            list = p == parent_list_.end() ? nullptr : p->second;
+        }
+        return ir::kNoValue;
+    }
+    /// v with its pending sums completed earlier (same splits), or v itself.
+    ValueId completed_if_known(ValueId v) const;
     ValueId place(ValueId v, int32_t mesh, Span span, bool scalars_too = false);
 
     // aggregates, statements, control flow

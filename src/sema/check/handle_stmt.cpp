@@ -251,7 +251,7 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             // then: the block up to its `return`.
             {
                 ir::Region r = open_region({});
-                ops_ = &r.ops;
+                enter_list(&r.ops);
                 scopes_.emplace_back();
                 const auto& inner = e.then_block->stmts;
                 std::optional<Val> v = lower_returning(inner, 0, nullptr, rt);
@@ -263,7 +263,7 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             // else: the rest of the function.
             {
                 ir::Region r = open_region({});
-                ops_ = &r.ops;
+                enter_list(&r.ops);
                 scopes_.emplace_back();
                 std::optional<Val> v = lower_returning(stmts, i + 1, tail, rt);
                 scopes_.pop_back();
@@ -339,7 +339,12 @@ void FunctionBuilder::poison_names(const Stmt& s) {
 }
 
 Val FunctionBuilder::lookup(const Ident& name) {
-    if (Binding_* b = find_binding(name.name)) return b->value;
+    if (Binding_* b = find_binding(name.name)) {
+        // A pending value whose sum was completed earlier is read completed: the
+        // completion is paid for, and reading it pending would sum it again.
+        if (b->value.kind == Val::Tensor && b->value.id != ir::kNoValue) return Val::tensor(completed_if_known(b->value.id));
+        return b->value;
+    }
     const Module& module = *in_.program_.modules[module_index_];
     for (const Item* item : module.items) {
         if (item->name.name != name.name) continue;
