@@ -1192,6 +1192,8 @@ def main():
     ap.add_argument("--work", default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--skip-known", action="store_true", help="do not build cases KNOWN_FAILURES selects")
     ap.add_argument("--print", dest="print_case", action="store_true", help="print the --case program and exit")
+    ap.add_argument("--corpus", default=None,
+                    help="write each case as a standalone program into DIR (a fuzzer seed corpus) and exit")
     ap.add_argument("-j", type=int, default=2, help="parallel builds/runs (default 2)")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
@@ -1220,6 +1222,16 @@ def main():
                 print("unknown mesh %s (--meshes: %s)" % (mk, ",".join(MESHES)))
                 return 2
             todo.append((MESHES[mk], [make_case(MESHES[mk], i, args.seed) for i in range(args.count)]))
+    if args.corpus:
+        os.makedirs(args.corpus, exist_ok=True)
+        n = 0
+        for mesh, cases in todo:
+            for c in cases:
+                with open(os.path.join(args.corpus, "%s_%s.msh" % (c.label.replace(":", "_"), args.seed)), "w") as f:
+                    f.write(c.text())
+                n += 1
+        print("wrote %d programs to %s" % (n, args.corpus))
+        return 0
     skipped = []
     groups = []        # (tag, mesh, cases)
     for mesh, cases in todo:
