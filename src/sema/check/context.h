@@ -208,6 +208,7 @@ private:
     Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
     void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
     Val struct_literal(const Expr& e);
+    bool open_mesh_ok(const Item& item, const std::vector<Val>& values, const std::vector<const Expr*>& loads) const;
     void keep_generic_meshes(const Item& item, Binding& b);
     void bind_pattern(const Pattern& p, Val v, Span span);
     void lower_stmt(const Stmt& s);

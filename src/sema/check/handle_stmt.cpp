@@ -29,9 +29,17 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         return;
     }
     case StmtKind::Var: {
+        // An annotated struct type binds the generics a struct literal's fields do not.
+        std::optional<AggType> annotated;
+        if (s.type) annotated = agg_type_from_ast(*s.type);
+        if (annotated && annotated->kind == AggType::Struct) {
+            expected_agg_ = &*annotated;
+            expected_agg_span_ = s.value->span;
+        }
         Val v = eval(*s.value);
+        expected_agg_ = nullptr;
         if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
-        if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
         bool flexible_start = !s.type && v.kind == Val::Tensor && flexible_[v.id];
         auto hint = in_.var_hints_.find(key_of(s.name.span));
         if (flexible_start && hint != in_.var_hints_.end()) {
@@ -50,7 +58,17 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         return;
     }
     case StmtKind::Assign: {
+        // A struct literal assigned to a struct variable is wanted as the variable's type.
+        std::optional<AggType> target_type;
+        if (s.target->kind == ExprKind::Name && s.value->kind == ExprKind::StructLit) {
+            if (Binding_* b = find_binding(s.target->name.name); b && b->value.kind == Val::Struct && b->value.binding) {
+                target_type = type_of_val(b->value);
+                expected_agg_ = &*target_type;
+                expected_agg_span_ = s.value->span;
+            }
+        }
         Val value = eval(*s.value);
+        expected_agg_ = nullptr;
         assign(*s.target, std::move(value), s.span);
         return;
     }
