@@ -1,5 +1,5 @@
 // `meshc explain`: the report of a checked module's layouts and collectives, as text for
-// people and as JSON (ARCHITECTURE.md) for tools. Input: the GIR from sema/check/;
+// people and as JSON (docs/architecture.md) for tools. Input: the GIR from sema/check/;
 // output: a stream. Costs come from the cost model (cost_model.h).
 #pragma once
 
@@ -18,7 +18,7 @@ namespace meshc::sema {
 struct CollectiveInfo {
     CollectiveKind kind;
     AxisSet axes;
-    /// b of LANGUAGE.md section 6: the per-device buffer on the unsplit side (the input of
+    /// b of docs/language.md, "Sharding rules": the per-device buffer on the unsplit side (the input of
     /// all_reduce and reduce_scatter, the output of all_gather, either side of all_to_all),
     /// with splits over other axes applied.
     int64_t buffer_bytes = 0;

@@ -1,4 +1,4 @@
-// Unit tests for meshes, layouts and the collective cost model (LANGUAGE.md 6 and 8),
+// Unit tests for meshes, layouts and the collective cost model (docs/language.md, "Sharding rules" and "Cost model"),
 // against figures worked out by hand from the draft's table.
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // Unit tests for GIR: the printer (--emit=gir), the verifier and `meshc explain`, on
-// modules built by hand — chiefly the MLP of LANGUAGE.md section 11, with the figures
+// modules built by hand — chiefly the MLP of docs/language.md, "A complete example", with the figures
 // of its collective worked out from sections 6 and 8.
 #include <catch2/catch.hpp>
 

@@ -132,7 +132,7 @@ void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
         size_t i = field_index(*slot->fn, field->name);
         slot = &slot->elems[i];
     }
-    // LANGUAGE.md 4: a var's type comes from all its assignments. A var that began as a
+    // docs/language.md, "Types": a var's type comes from all its assignments. A var that began as a
     // freshly created value takes the layout of the first assignment that differs, and
     // the function is lowered again with that layout from the start.
     if (path.empty() && var->flexible_start && value.kind == Val::Tensor && slot->kind == Val::Tensor &&
