@@ -58,11 +58,13 @@ FunctionTotals function_totals(const ir::Module& module, const ir::Function& f);
 
 /// Per function instance: each value's layout, each collective with its buffer and cost,
 /// and the free coercions. `only_fn` non-empty: only the instances of that source function.
+/// Locations in `main_file` are `LINE:COL`, those in other files `FILE:LINE:COL`.
 void explain_text(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn);
+                  std::string_view only_fn, FileId main_file = 0);
 /// `{"functions":[{"name","instance":{…},"collectives":[{"kind","op","axes":[…],"dtype",
 /// "shape":[…],"bytes","cost_s","line","col"}]}]}`, keys in that order, indented by 2.
+/// A location outside `main_file` has a "file" key before "line".
 void explain_json(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn);
+                  std::string_view only_fn, FileId main_file = 0);
 
 }  // namespace meshc::sema
