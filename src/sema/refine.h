@@ -1,4 +1,4 @@
-// Refinements checked once per generic function (LANGUAGE.md section 7): each function's
+// Refinements checked once per generic function (docs/language.md, "Instantiation and refinements"): each function's
 // `where` clauses and the divisibility of every layout in its signature are facts for
 // its body; every layout the body writes (annotations, `reshard`) and every call's
 // instantiated obligations (the callee's `where` clauses and signature layouts) must

@@ -738,7 +738,7 @@ class Case:
         lines = ["var %s%s = %s;" % (acc, ann, x.name)]
         body_kind = R.choices(["axpy", "matmul", "iter", "ifi", "rt_slice", "rt_seed"], [5, 5, 5, 5, 1, 1])[0]
         if body_kind == "rt_slice" and len(x.shape) >= 1:
-            # LANGUAGE.md 9a: a run-time scalar (the loop variable) as a `slice` start
+            # docs/language.md, "Run-time scalars and program arguments": a run-time scalar (the loop variable) as a `slice` start
             n0 = x.shape[0]
             y = self.operand((n0 + k,) + x.shape[1:], creation=False)
             lines.append("for i in 0..%d { %s = %s * 0.5 + slice(%s, axis: 0, start: i, size: %d); }"
@@ -748,7 +748,7 @@ class Case:
             def upd(env, a, i, fy=y.fn, n0=n0):
                 return a * 0.5 + fy(env)[i:i + n0]
         elif body_kind == "rt_seed":
-            # LANGUAGE.md 9a: a run-time scalar as the seed of a random creation
+            # docs/language.md, "Run-time scalars and program arguments": a run-time scalar as the seed of a random creation
             seed = self.new_seed()
             shp = ", ".join(map(str, x.shape))
             lines.append("for i in 0..%d { %s = %s * 0.5 + random_uniform(i + %d, [%s]); }" % (k, acc, acc, seed, shp))

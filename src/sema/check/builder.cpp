@@ -296,7 +296,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                                     int32_t dim2, Layout result, Span span,
                                     const std::string& reason, bool inserted) {
     if (dry_cost_) {
-        // Costing a plan: add what this step would cost (LANGUAGE.md 6 and 8), emit nothing.
+        // Costing a plan: add what this step would cost (docs/language.md, "Sharding rules" and "Cost model"), emit nothing.
         TensorType in = plan_type(v);
         in.layout = dry_layout_;
         TensorType out = in;
@@ -435,7 +435,7 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
     return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
 }
 
-// Converts v's layout into `target` with the table of LANGUAGE.md section 6: pending sums
+// Converts v's layout into `target` with the table of docs/language.md, "Sharding rules": pending sums
 // first (reduce_scatter where the target splits a dim over the reduced axes, else one
 // all_reduce over all of them), then free local slices over axes nothing uses, then
 // all_to_all for an axis moving from one dim to another, then all_gathers, then the

@@ -2,7 +2,7 @@
 //
 // Each function is lowered once per instantiation (sizes and meshes bound). Values are
 // typed as they are built: shapes and element types by the usual rules, layouts by the
-// sharding rules of LANGUAGE.md section 6 applied forward, and backwards for creation
+// sharding rules of docs/language.md, "Sharding rules" applied forward, and backwards for creation
 // ops: a value made by `zeros`, `random_normal`, ... (and element-wise chains of such
 // values) is "flexible" until its first use that needs a layout, which then fixes it, so
 // each device creates only its own piece and nothing moves. Where a value's layout

@@ -150,7 +150,7 @@ void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
         size_t i = field_index(*slot->fn, field->name);
         slot = &slot->elems[i];
     }
-    // LANGUAGE.md 4: a var's type comes from all its assignments. A var that began as a
+    // docs/language.md, "Types": a var's type comes from all its assignments. A var that began as a
     // freshly created value takes the layout of the first assignment that differs, and
     // the function is lowered again with that layout from the start.
     if (path.empty() && var->flexible_start && value.kind == Val::Tensor && slot->kind == Val::Tensor &&
@@ -171,15 +171,33 @@ size_t FunctionBuilder::field_index(const Item& item, const Ident& name) {
     fail(DiagCode::E0309, name.span, fmt::format("struct `{}` has no field `{}`", item.name.name, name.name));
 }
 
+namespace {
+// The field path of each leaf of a parameter's type, in flatten_type's order: `p.w1`,
+// `p.0` for a tuple element, `p.opt.m` for nested structs (names for explain and GIR).
+void leaf_paths(const AggType& t, const std::string& prefix, std::vector<std::string>& out) {
+    if (t.kind == AggType::Tensor) {
+        out.push_back(prefix);
+        return;
+    }
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+        bool named = t.kind == AggType::Struct && t.item && i < t.item->fields.size();
+        leaf_paths(t.elems[i], prefix + "." + (named ? std::string(t.item->fields[i].name.name) : std::to_string(i)), out);
+    }
+}
+}  // namespace
+
 void FunctionBuilder::lower_body() {
     scopes_.emplace_back();
     for (const Param& p : item_.params) {
         AggType t = agg_type_from_ast(*p.type);
         std::vector<const AggType*> leaves;
         flatten_type(t, leaves);
+        std::vector<std::string> paths;
+        leaf_paths(t, std::string(p.name.name), paths);
         std::vector<ValueId> values;
-        for (const AggType* leaf : leaves) {
-            ValueId v = f_.add_value(leaf->tensor, leaves.size() == 1 ? std::string(p.name.name) : "");
+        for (size_t li = 0; li < leaves.size(); ++li) {
+            const AggType* leaf = leaves[li];
+            ValueId v = f_.add_value(leaf->tensor, li < paths.size() ? paths[li] : std::string(p.name.name));
             flexible_.push_back(false);
             weak_.push_back(false);
             producer_.push_back({nullptr, 0});
