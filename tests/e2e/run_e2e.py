@@ -178,7 +178,7 @@ def all_ones_flags(meshes):
 # ============================================================================ explain
 
 EXPLAIN_LINE = re.compile(
-    r"^\s+(\d+):(\d+)\s+(all_reduce|all_gather|reduce_scatter|all_to_all|local_slice|make_partial)"
+    r"^\s+(?:[^\s]+:)?(\d+):(\d+)\s+(all_reduce|all_gather|reduce_scatter|all_to_all|local_slice|make_partial)"
     r"(?: (sum|max))? over \(([^)]*)\).*?\((written|inserted)[^)]*\)?(?:\s+\[[^\]]*\])*\s*$")
 
 
