@@ -238,6 +238,20 @@ void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
 void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
                  const meshrt_layout* layout, const void* local);
 
+/* .safetensors (the checkpoint of a struct, tuple or tensor: one tensor per leaf, named
+ * by its field path, "opt.m.w1", "state.1.w"). meshrt_load_tensor reads this device's
+ * piece of the tensor NAME (NULL or "": the file's only tensor) with positioned reads;
+ * a missing name, another dtype or shape, a truncated file or a malformed header fails
+ * the run naming the file and the tensor. meshrt_save_tensor assembles a leaf on device
+ * 0, which keeps it; meshrt_save_finish writes every kept leaf of PATH as one file
+ * (through a temporary and a rename, like meshrt_save) and ends with a barrier over all
+ * devices. dtypes F32 F64 F16 BF16 I32 I64 BOOL. */
+void meshrt_load_tensor(meshrt_device* dev, const char* path, const char* name, int32_t dtype,
+                        const meshrt_layout* layout, void* out);
+void meshrt_save_tensor(meshrt_device* dev, const char* path, const char* name, int32_t dtype,
+                        const meshrt_layout* layout, const void* local);
+void meshrt_save_finish(meshrt_device* dev, const char* path);
+
 typedef struct meshrt_print_arg {
     int32_t dtype;
     const meshrt_layout* layout;

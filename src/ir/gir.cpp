@@ -328,7 +328,13 @@ private:
             if (!op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()) {
                 out += " arg " + quoted(module_.args[static_cast<size_t>(op.ints[0])].name);
             }
-            out += " " + quoted(op.text) + operands();
+            out += " " + quoted(op.text);
+            if (!op.names.empty()) {  // .safetensors: the tensor names
+                out += " [";
+                for (size_t i = 0; i < op.names.size(); ++i) out += (i ? ", " : "") + quoted(op.names[i]);
+                out += "]";
+            }
+            out += operands();
             break;
         case OpKind::Arg:
             out += !op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()

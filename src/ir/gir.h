@@ -95,6 +95,9 @@ struct Op {
     double number = 0;
     int64_t seed = 0;
     std::vector<int64_t> ints;
+    /// Load and Save of a .safetensors file: the tensor names (Load: one; Save: one per
+    /// operand). Empty for .npy.
+    std::vector<std::string> names;
     AxisSet axes = 0;
     int32_t dim = -1;
     int32_t dim2 = -1;

@@ -204,6 +204,11 @@ private:
                  module_.args[static_cast<size_t>(op.ints[0])].kind != ProgramArg::Path)) {
                 bad("the path is not a path argument");
             }
+            if (op.kind == OpKind::Load && op.names.size() > 1) bad("a load reads one tensor");
+            if (op.kind == OpKind::Save && !op.names.empty() && op.names.size() != op.operands.size()) {
+                bad("a .safetensors save names each operand");
+            }
+            if (op.kind == OpKind::Print && !op.names.empty()) bad("print has no tensor names");
             break;
         case OpKind::Elementwise: check_elementwise(op, bad); break;
         case OpKind::Reduce: check_reduce(op, bad); break;

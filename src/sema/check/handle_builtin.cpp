@@ -246,6 +246,45 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             text = path.text;
             save_arg = path.ints;
             first = 1;
+            if (is_safetensors_path(text)) {
+                // A checkpoint: every leaf of a tensor, tuple or struct, named by its
+                // field path, in one .safetensors file.
+                Val v = eval(*pos[1]);
+                std::vector<std::pair<std::string, ValueId>> leaves;
+                safetensors_leaves(v, "", leaves, pos[1]->span);
+                ir::Op op{ir::OpKind::Save};
+                for (auto& [name, id] : leaves) {
+                    ValueId x = id;
+                    if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
+                    x = reduce_partial(x, type(x).layout.partial, pos[1]->span, "`save` needs the global value");
+                    op.operands.push_back(x);
+                    op.names.push_back(name.empty() ? "value" : name);
+                }
+                op.text = text;
+                op.ints = save_arg;
+                op.span = call.span;
+                ops_->push_back(std::move(op));
+                return ir::kNoValue;
+            }
+            if (pos[1]->kind != ExprKind::StringLit) {
+                Val v = eval(*pos[1]);
+                if (v.kind == Val::Tuple || v.kind == Val::Struct) {
+                    fail(DiagCode::E0322, pos[1]->span,
+                         fmt::format("a tuple or struct is saved in a .safetensors file, not in `{}`", text),
+                         {{"for example `save(\"ckpt.safetensors\", state)`", {}}});
+                }
+                if (v.kind != Val::Tensor) lower_expr(*pos[1]);  // its diagnostic
+                ValueId x = v.id;
+                if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
+                x = reduce_partial(x, type(x).layout.partial, pos[1]->span, "`save` needs the global value");
+                ir::Op op{ir::OpKind::Save};
+                op.text = text;
+                op.ints = save_arg;
+                op.operands = {x};
+                op.span = call.span;
+                ops_->push_back(std::move(op));
+                return ir::kNoValue;
+            }
         }
         for (size_t i = first; i < pos.size(); ++i) {
             if (pos[i]->kind == ExprKind::StringLit) {
