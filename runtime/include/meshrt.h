@@ -187,6 +187,12 @@ void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* spec,
  * f64 normals within an ulp or two, the narrower dtypes practically always bitwise). */
 void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype,
                    const meshrt_layout* layout, void* out);
+/* permutation(seed, n): the indices 0..n-1 sorted by the 64-bit key (x0 << 32 | x1) of
+ * Philox4x32-10 at counter i (as above), ties by index: a permutation that depends only
+ * on seed and n. Every device computes it whole (n log n) and writes its piece of the
+ * i64 vector. */
+void meshrt_permutation(meshrt_device* dev, int64_t seed, const meshrt_layout* layout,
+                        int64_t* out);
 
 /* Row lookup. The table's local piece has rows [row_offset, row_offset + rows) of the
  * global table (vocab_size rows) and `width` columns; for each of the n ids, out gets

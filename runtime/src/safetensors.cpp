@@ -217,7 +217,7 @@ private:
         if (eat(']'))
             return true;
         for (;;) {
-            int64_t v;
+            int64_t v = 0;
             if (!integer(&v))
                 return false;
             out->push_back(v);
@@ -291,7 +291,7 @@ private:
         }
         // A number, true, false or null.
         size_t start = i_;
-        while (i_ < s_.size() && std::strchr("+-.0123456789eEtruefalsn", s_[i_]))
+        while (i_ < s_.size() && s_[i_] != '\0' && std::strchr("+-.0123456789eEtruefalsn", s_[i_]))
             ++i_;
         return i_ > start || bad("expected a value");
     }

@@ -185,6 +185,7 @@ private:
         decl("meshrt_load_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
         decl("meshrt_save_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
         decl("meshrt_save_finish", void_, {ptr_, ptr_});
+        decl("meshrt_permutation", void_, {ptr_, i64_, ptr_, ptr_});
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
         decl("meshrt_trace_begin", void_, {ptr_, ptr_});
         decl("meshrt_trace_end", void_, {ptr_});
@@ -991,6 +992,9 @@ private:
             call("meshrt_random", {dev_, i32c(op.create == ir::CreateKind::RandomNormal ? 0 : 1),
                                    op.operands.empty() ? i64c(op.seed) : scalar_i64(op.operands[0]),
                                    i32c(static_cast<int>(t)), layout_of(gtype(r)), out});
+            return;
+        case ir::CreateKind::Permutation:
+            call("meshrt_permutation", {dev_, op.operands.empty() ? i64c(op.seed) : scalar_i64(op.operands[0]), layout_of(gtype(r)), out});
             return;
         }
     }

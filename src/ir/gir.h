@@ -66,7 +66,7 @@ enum class Ew : uint8_t {
 };
 std::string_view ew_name(Ew ew);
 
-enum class CreateKind : uint8_t { Zeros, Ones, Full, Iota, RandomNormal, RandomUniform };
+enum class CreateKind : uint8_t { Zeros, Ones, Full, Iota, RandomNormal, RandomUniform, Permutation };
 std::string_view create_name(CreateKind kind);
 
 enum class ReduceKind : uint8_t { Sum, Mean, Max };

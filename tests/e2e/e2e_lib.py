@@ -122,6 +122,14 @@ def random_normal(seed, shape, dtype="f32"):
     return z.astype(_DT[dtype]).astype(np.float64).reshape(shape)
 
 
+def permutation(seed, n):
+    """meshrt_permutation: 0..n-1 sorted by the key (x0 << 32 | x1) of Philox at counter
+    i, ties by index (an int64 array)."""
+    w = _philox_words(seed, n)
+    key = (w[0].astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
+    return np.lexsort((np.arange(n), key)).astype(np.int64)
+
+
 # ----------------------------------------------------------------------------- math
 
 def f32(x):

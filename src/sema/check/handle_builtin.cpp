@@ -97,6 +97,19 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (!seed) ops_->back().operands = {seed_value};
         return v;
     }
+    case Builtin::permutation: {
+        // `permutation(seed, n)`: an i64 [n] permutation of 0..n, a function of the seed
+        // alone (the same on every mesh and device count); the seed may be a run-time value.
+        want(2, 2);
+        std::optional<int64_t> seed = const_int(*pos[0]);
+        ValueId seed_value = ir::kNoValue;
+        if (!seed) seed_value = run_time_int(*pos[0], "the seed of `permutation`");
+        int64_t n = int_arg(*pos[1]);
+        if (n < 0) fail(DiagCode::E0307, pos[1]->span, fmt::format("`permutation` takes a size n >= 0, found {}", n));
+        ValueId v = create(ir::CreateKind::Permutation, {n}, DType::I64, seed.value_or(0), 0);
+        if (!seed) ops_->back().operands = {seed_value};
+        return v;
+    }
     case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
     case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
         want(1, 1);
