@@ -9,8 +9,9 @@ window split over `data`).
 
 - whole:   `let xs: ... on Pod = load(...)`; `slice(xs, axis: 0, start: s, size: B)`.
 - sharded: `let xs: ... on Pod with {0: data} = load(...)`; the window is taken in each
-           device's own rows: reshape [N, D] -> [4, N/4, D] (dim 0 split over data),
-           slice dim 1 at the run-time start, reshape back to [B, D] split over data.
+           device's own rows: reshape [N, D] -> [4, N/4, D] once before the loop (dim 0
+           split over data), then per step slice dim 1 at the run-time start and reshape
+           the window back to [B, D] split over data.
            No communication, 1/4 of the file per device.
 
 Reported: wall time of the whole run (load + steps), the process's peak resident memory
@@ -34,6 +35,7 @@ mesh Pod = [data: 4];
 fn main() {{
     let steps = arg("steps", 10);
     let xs: Tensor f32 [{n}, {d}] on Pod{layout} = load("data.npy");
+{prologue}
     var total = 0.0;
     for step in 0..steps {{
         let s = (step * {b4}) % {m};
@@ -44,21 +46,24 @@ fn main() {{
 }}
 """
 WHOLE = "        let xb: Tensor f32 [{b}, {d}] on Pod with {{0: data}} = slice(xs, axis: 0, start: s * 4, size: {b});"
-SHARDED = """        let r = reshape(xs, [4, {q}, {d}]);
-        let w = slice(r, axis: 1, start: s, size: {b4});
+SHARDED_PROLOGUE = "    let r = reshape(xs, [4, {q}, {d}]);"
+SHARDED = """        let w = slice(r, axis: 1, start: s, size: {b4});
         let xb: Tensor f32 [{b}, {d}] on Pod with {{0: data}} = reshape(w, [{b}, {d}]);"""
 
 
 def run(exe, cwd, steps):
+    """Wall seconds, peak RSS (MiB) and stdout of one run. The peak is measured by
+    /usr/bin/time, whose small process starts the program: a child forked from this
+    Python process would count the parent's pages in its peak (Linux keeps the high-water
+    mark across exec)."""
     t0 = time.time()
-    p = subprocess.Popen([exe, "--steps=%d" % steps], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, _, ru = os.wait4(p.pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", exe, "--steps=%d" % steps], cwd=cwd,
+                       capture_output=True, text=True)
     secs = time.time() - t0
-    out, err = p.stdout.read().decode(), p.stderr.read().decode()
-    p.returncode = 0
-    if err.strip():
-        sys.exit("run failed: %s" % err)
-    return secs, ru.ru_maxrss / 1024.0, out.strip()
+    if p.returncode != 0:
+        sys.exit("run failed: %s" % p.stderr)
+    kib = int(p.stderr.strip().splitlines()[-1].split()[-1])
+    return secs, kib / 1024.0, p.stdout.strip()
 
 
 def main():
@@ -78,10 +83,12 @@ def main():
         data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
         np.save(os.path.join(tmp, "data.npy"), data)
         mib = data.nbytes / 2**20
+        del data
         print("dataset [%d, %d] f32 = %.1f MiB, B = %d, %d steps, Pod = [data: 4] (simulated)" % (n, d, mib, b, a.steps))
-        for name, layout, window in (("whole", "", WHOLE), ("sharded", " with {0: data}", SHARDED)):
+        for name, layout, prologue, window in (("whole", "", "", WHOLE),
+                                               ("sharded", " with {0: data}", SHARDED_PROLOGUE, SHARDED)):
             src = PROGRAM.format(n=n, d=d, b=b, b4=b4, m=q - b4 + 1, layout=layout,
-                                 window=window.format(b=b, b4=b4, d=d, q=q))
+                                 prologue=prologue.format(q=q, d=d), window=window.format(b=b, b4=b4, d=d, q=q))
             path = os.path.join(tmp, name + ".msh")
             with open(path, "w") as f:
                 f.write(src)
