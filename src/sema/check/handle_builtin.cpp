@@ -265,6 +265,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
                 Val v = eval(*pos[1]);
                 std::vector<std::pair<std::string, ValueId>> leaves;
                 safetensors_leaves(v, "", leaves, pos[1]->span);
+                if (leaves.empty()) fail(DiagCode::E0309, pos[1]->span, "`save` of a value without tensors: the checkpoint would be empty");
                 ir::Op op{ir::OpKind::Save};
                 for (auto& [name, id] : leaves) {
                     ValueId x = id;
@@ -286,6 +287,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
                          fmt::format("a tuple or struct is saved in a .safetensors file, not in `{}`", text),
                          {{"for example `save(\"ckpt.safetensors\", state)`", {}}});
                 }
+                if (v.kind == Val::Poison) throw Abandon{};
                 if (v.kind != Val::Tensor) lower_expr(*pos[1]);  // its diagnostic
                 ValueId x = v.id;
                 if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
