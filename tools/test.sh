@@ -48,8 +48,14 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 echo "== fuzz the checker (lexer to GIR verifier) for ${fuzz_seconds}s"
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+seeds=$(mktemp -d)
+trap 'rm -rf "$scratch" "$seeds"' EXIT
+# Seeds beyond the checked-in corpus: typed random programs (every construct the
+# generator covers, on 2- and 3-axis meshes) and programs at the checker's limits.
+python3 tests/e2e/random_programs.py --count 60 --seed "${MESHC_FUZZ_SEED:-1}" --corpus "$seeds/random" >/dev/null
+python3 tests/fuzz/limit_inputs.py "$seeds/limits" >/dev/null
 build-asan/tests/fuzz/meshc-fuzz-parser -max_total_time="$fuzz_seconds" -max_len=4096 \
   -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -dict=tests/fuzz/mesh.dict "$scratch" tests/fuzz/corpus 2>&1 | grep -E "^(#|stat::|Done|INFO: Seed)" | tail -8
+  -dict=tests/fuzz/mesh.dict "$scratch" tests/fuzz/corpus "$seeds/random" "$seeds/limits" 2>&1 |
+  grep -E "^(#|stat::|Done|INFO: Seed)" | tail -8
 echo "fuzz: no crash"

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "codegen/codegen.h"
+#include "support/install_paths.h"
 
 #include <sys/stat.h>
 
@@ -25,10 +26,12 @@ std::string quote(const std::string& s) {
     return out + "'";
 }
 
-/// The runtime library: $MESHC_RUNTIME overrides the path recorded at build time.
+/// The runtime library: $MESHC_RUNTIME, else the one beside the executable (an installed
+/// prefix's lib/, or the build tree's runtime/), else the path recorded at build time.
 std::string runtime_library() {
     if (const char* env = std::getenv("MESHC_RUNTIME")) return env;
-    return MESHRT_LIBRARY;
+    std::string found = find_beside_executable({"../lib/libmeshrt.a", "runtime/libmeshrt.a"});
+    return found.empty() ? std::string(MESHRT_LIBRARY) : found;
 }
 
 /// The libraries the generated code itself calls: libmvec (and the libm it needs) where

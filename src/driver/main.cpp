@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <iostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,9 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "support/install_paths.h"
 #include "codegen/codegen.h"
 #include "lsp/lsp.h"
 #include "ir/gir.h"
@@ -45,7 +48,12 @@ namespace {
 
 using namespace meshc;
 
-enum class ErrorFormat { Human, Json };
+enum class ErrorFormat { Human, Json, Short };
+
+/// `--error-format=human|json|short`.
+ErrorFormat error_format_of(const std::string& name) {
+    return name == "json" ? ErrorFormat::Json : name == "short" ? ErrorFormat::Short : ErrorFormat::Human;
+}
 
 struct CheckOptions {
     std::vector<std::string> files;
@@ -58,6 +66,7 @@ struct CheckOptions {
     std::string explain_format;  // explain: "text" or "json"
     std::string stdlib_dir;
     ErrorFormat error_format = ErrorFormat::Human;
+    bool color = false;          // --color (auto: stderr is a terminal and NO_COLOR unset)
     size_t max_errors = 100;
     // build / run
     bool build = false;
@@ -70,22 +79,36 @@ struct CheckOptions {
     std::vector<std::string> run_args;   // run: after `--`
 };
 
+/// $MESHC_STDLIB, else the stdlib beside the executable (an installed prefix's
+/// share/meshc/stdlib, or the build tree's stdlib link), else the path of the build.
 std::string default_stdlib_dir() {
     if (const char* env = std::getenv("MESHC_STDLIB")) return env;
-    return MESHC_STDLIB_DIR;
+    std::string found = find_beside_executable({"../share/meshc/stdlib", "stdlib"});
+    return found.empty() ? std::string(MESHC_STDLIB_DIR) : found;
 }
 
+// The real standard output while `-o FILE` sends an --emit form to FILE (std::cout's
+// buffer is swapped then): JSON diagnostics still go to standard output.
+std::streambuf* g_stdout_buffer = nullptr;
+
 void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFormat format,
-            size_t max_errors) {
+            size_t max_errors, bool color = false) {
     std::vector<Diagnostic> all = diags.sorted();
     if (format == ErrorFormat::Json) {
-        render_json(std::cout, sources, all);
+        std::ostream out(g_stdout_buffer ? g_stdout_buffer : std::cout.rdbuf());
+        render_json(out, sources, all);
+        out.flush();
+        return;
+    }
+    if (format == ErrorFormat::Short) {
+        render_short(std::cerr, sources, all);
         return;
     }
     size_t shown = all.size();
     if (max_errors != 0 && shown > max_errors) shown = max_errors;
     std::vector<Diagnostic> head(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown));
-    render_human(std::cerr, sources, head);
+    if (color) render_human_colored(std::cerr, sources, head);
+    else render_human(std::cerr, sources, head);
     if (shown < all.size()) {
         size_t hidden = all.size() - shown;
         std::cerr << fmt::format("meshc: {} more diagnostic{} not shown (--max-errors=0 shows all)\n",
@@ -362,14 +385,74 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
 }
 
 // `meshc check` / `meshc explain`: the pipeline up to the typed global IR, in order.
+/// Adds to `out` the function items that hold an error; false when some error lies
+/// outside every function (a mesh, a struct, an import: later phases would cascade).
+bool functions_with_errors(const sema::Program& program, const DiagnosticEngine& diags,
+                           std::set<const ast::Item*>& out) {
+    for (const Diagnostic& d : diags.diagnostics()) {
+        if (d.severity != Severity::Error) continue;
+        const ast::Item* found = nullptr;
+        for (const auto& module : program.modules) {
+            if (module->file != d.span.file) continue;
+            for (const ast::Item* item : module->items) {
+                if (item->kind == ast::ItemKind::Fn && item->span.begin <= d.span.begin && d.span.end <= item->span.end) {
+                    found = item;
+                }
+            }
+        }
+        if (!found) return false;
+        out.insert(found);
+    }
+    return true;
+}
+
 int run_check(const CheckOptions& options) {
     SourceManager sources;
     DiagnosticEngine diags;
     PhaseTimer timer(options.time_report);
     sema::LoadOptions load{options.stdlib_dir};
-    for (const std::string& path : options.files) {
+    // `-` is standard input, read once and named `<stdin>` (imports are looked up in the
+    // current folder, then the stdlib).
+    const std::string stdin_name = "<stdin>";
+    std::map<std::string, std::string> stdin_overlay;
+    if (std::find(options.files.begin(), options.files.end(), "-") != options.files.end()) {
+        std::ostringstream text;
+        text << std::cin.rdbuf();
+        std::error_code ec;
+        std::filesystem::path key = std::filesystem::weakly_canonical(stdin_name, ec);
+        stdin_overlay[ec ? stdin_name : key.string()] = text.str();
+        load.overlays = &stdin_overlay;
+    }
+    // `-o FILE` with a printed --emit form (not obj, which build writes itself): the form
+    // goes to FILE instead of standard output; the file is removed again on errors.
+    std::ofstream emit_file;
+    struct RestoreStdout {
+        std::string path;
+        std::ofstream* file = nullptr;
+        const DiagnosticEngine* diags = nullptr;
+        ~RestoreStdout() {
+            if (!g_stdout_buffer) return;
+            std::cout.flush();
+            std::cout.rdbuf(g_stdout_buffer);
+            g_stdout_buffer = nullptr;
+            file->close();
+            if (diags->has_errors()) std::remove(path.c_str());
+        }
+    } restore_stdout{options.output, &emit_file, &diags};
+    if (!options.emit.empty() && options.emit != "obj" && !options.output.empty()) {
+        emit_file.open(options.output, std::ios::binary | std::ios::trunc);
+        if (!emit_file) {
+            diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", options.output, std::strerror(errno)));
+            render(sources, diags, options.error_format, options.max_errors, options.color);
+            return 1;
+        }
+        g_stdout_buffer = std::cout.rdbuf(emit_file.rdbuf());
+    }
+    for (const std::string& given_path : options.files) {
+        const std::string& path = given_path == "-" ? stdin_name : given_path;
         if (options.syntax_only || options.emit == "ast") {
-            FileId file = sema::read_source_file(sources, diags, path);
+            FileId file = given_path == "-" ? sources.add_file(stdin_name, stdin_overlay.begin()->second)
+                                            : sema::read_source_file(sources, diags, path);
             if (file == kNoFile) continue;
             auto module = timer.run("parse", [&] { return syntax::parse_file(sources, file, diags); });
             if (options.emit == "ast") syntax::print_ast(std::cout, sources, *module);
@@ -387,12 +470,17 @@ int run_check(const CheckOptions& options) {
         }
         timer.run("resolve", [&] { sema::resolve_program(sources, program, diags); });
         // Refinements of generic functions (once each), then type and sharding inference
-        // of each instantiation (on programs whose names resolve).
-        if (options.stop_after_names || diags.has_errors()) continue;
-        timer.run("refine", [&] { sema::check_refinements(sources, program, diags); });
-        if (diags.has_errors()) continue;
+        // of each instantiation. Where every error so far lies inside function items,
+        // the later phases still check the other functions (a call of a function with
+        // errors is dropped silently), so one run shows the errors of every phase.
+        if (options.stop_after_names) continue;
+        std::set<const ast::Item*> with_errors;
+        if (!functions_with_errors(program, diags, with_errors)) continue;
+        timer.run("refine", [&] { sema::check_refinements(sources, program, diags, &with_errors); });
+        if (!functions_with_errors(program, diags, with_errors)) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
+        infer_options.skip = &with_errors;
         auto gir_owner = timer.run("infer", [&] {
             return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
         });
@@ -424,7 +512,7 @@ int run_check(const CheckOptions& options) {
         if (options.build) {
             int status = build_program(options, sources, diags, program, gir, path, timer);
             if (status != 0 || diags.has_errors()) {
-                render(sources, diags, options.error_format, options.max_errors);
+                render(sources, diags, options.error_format, options.max_errors, options.color);
                 return status != 0 ? status : 1;
             }
             continue;
@@ -446,14 +534,65 @@ int run_check(const CheckOptions& options) {
             }
         }
         if (options.explain_format == "json") {
-            sema::explain_json(std::cout, sources, gir, options.explain_fn);
+            sema::explain_json(std::cout, sources, gir, options.explain_fn, program.modules.front()->file);
         } else if (options.explain_format == "text") {
-            sema::explain_text(std::cout, sources, gir, options.explain_fn);
+            sema::explain_text(std::cout, sources, gir, options.explain_fn, program.modules.front()->file);
         }
     }
-    render(sources, diags, options.error_format, options.max_errors);
+    render(sources, diags, options.error_format, options.max_errors, options.color);
     timer.report();
     return diags.has_errors() ? 1 : 0;
+}
+
+/// `--color=auto|always|never`: auto colours where standard error is a terminal and
+/// NO_COLOR (https://no-color.org) is unset or empty.
+bool use_color(const std::string& mode) {
+    if (mode == "always") return true;
+    if (mode == "never") return false;
+    const char* no_color = std::getenv("NO_COLOR");
+    if (no_color && *no_color) return false;
+    return isatty(STDERR_FILENO) != 0;
+}
+
+/// After a command line CLI11 rejected: "did you mean" for a misspelt sub-command
+/// (`meshc chek f.msh`) or option (`meshc check --strict-com`).
+void suggest_spelling(CLI::App& app, int argc, char** argv) {
+    std::vector<std::string> commands;
+    for (CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    CLI::App* sub = nullptr;
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string word = argv[1];
+        for (CLI::App* s : app.get_subcommands({})) {
+            if (s->get_name() == word) sub = s;
+        }
+        if (!sub) {
+            std::vector<std::string_view> names(commands.begin(), commands.end());
+            if (auto best = sema::closest_name(word, names)) {
+                std::cerr << fmt::format("meshc: no sub-command `{}`; did you mean `{}`?\n", word, *best);
+            }
+            return;
+        }
+        first = 2;
+    }
+    CLI::App& scope = sub ? *sub : app;
+    std::vector<std::string> known;
+    for (const CLI::Option* opt : scope.get_options()) {
+        for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
+        for (const std::string& n : opt->get_snames()) known.push_back("-" + n);
+    }
+    std::vector<std::string_view> names(known.begin(), known.end());
+    for (int i = first; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--") break;
+        if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+        std::string name = arg.substr(0, arg.find('='));
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        if (auto best = sema::closest_name(name, names)) {
+            std::cerr << fmt::format("meshc: no option `{}`{}; did you mean `{}`?\n", name,
+                                     sub ? " for `meshc " + sub->get_name() + "`" : std::string(), *best);
+        }
+    }
 }
 
 }  // namespace
@@ -468,11 +607,13 @@ int main(int argc, char** argv) {
     std::string error_format = "human";
     CLI::App* check_cmd = app.add_subcommand(
         "check", "Check Mesh source files: syntax, names, types, shapes and shardings");
-    check_cmd->add_option("files", check.files, "Source files (.msh)")->required();
+    check_cmd->add_option("files", check.files, "Source files (.msh); `-` reads standard input")->required();
     check_cmd->add_flag("--syntax-only", check.syntax_only, "Stop after parsing");
     check_cmd->add_option("--emit", check.emit,
                           "Print an intermediate form: ast, gir-checked (the checker's GIR), gir (after autodiff)")
         ->check(CLI::IsMember({"ast", "gir-checked", "gir"}));
+    check_cmd->add_option("-o", check.output, "Write the --emit form to this file instead of standard output")
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
     check_cmd->add_flag("--time-report", check.time_report, "Print the time each phase took (stderr)");
     check_cmd->add_option("--mesh", check.meshes,
                           "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
@@ -481,8 +622,9 @@ int main(int argc, char** argv) {
                         "Stop after name resolution (no type, shape or sharding inference)");
     check_cmd->add_flag("--strict-comm", check.strict_comm,
                         "Every communicating coercion the checker would insert is an error (E0406)");
-    check_cmd->add_option("--error-format", error_format, "Diagnostics as `human` text or `json` lines")
-        ->check(CLI::IsMember({"human", "json"}));
+    check_cmd->add_option("--error-format", error_format,
+                          "Diagnostics as `human` text, `json` lines or `short` lines (file:line:col: error[E...]: message)")
+        ->check(CLI::IsMember({"human", "json", "short"}));
     check_cmd->add_option("--stdlib", check.stdlib_dir, "Standard library folder (default: "
                                                         "$MESHC_STDLIB or the built-in path)");
     check_cmd->add_option("--max-errors", check.max_errors,
@@ -509,9 +651,16 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}));
     explain_cmd->add_flag("--strict-comm", explain.strict_comm,
                           "Every communicating coercion is an error (E0406)");
-    explain_cmd->add_option("--error-format", explain_error_format, "Diagnostics as `human` or `json`")
-        ->check(CLI::IsMember({"human", "json"}));
+    explain_cmd->add_option("--error-format", explain_error_format, "Diagnostics as `human`, `json` or `short`")
+        ->check(CLI::IsMember({"human", "json", "short"}));
     explain_cmd->add_option("--stdlib", explain.stdlib_dir, "Standard library folder");
+
+    // --color=auto|always|never on every command that renders diagnostics.
+    std::string color_mode = "auto";
+    for (CLI::App* cmd : {check_cmd, explain_cmd}) {
+        cmd->add_option("--color", color_mode, "Colour diagnostics: auto (a terminal without NO_COLOR), always, never")
+            ->check(CLI::IsMember({"auto", "always", "never"}));
+    }
 
     // build and run share the checker's options plus the back end's.
     CheckOptions build;
@@ -533,15 +682,20 @@ int main(int argc, char** argv) {
                         "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
             ->allow_extra_args(false);
         cmd->add_flag("--strict-comm", opts->strict_comm, "Every communicating coercion is an error (E0406)");
-        cmd->add_option("--error-format", *format, "Diagnostics as `human` or `json`")->check(CLI::IsMember({"human", "json"}));
+        cmd->add_option("--error-format", *format, "Diagnostics as `human`, `json` or `short`")
+            ->check(CLI::IsMember({"human", "json", "short"}));
         cmd->add_option("--stdlib", opts->stdlib_dir, "Standard library folder");
         cmd->add_flag("--time-report", opts->time_report, "Print the time each phase took (stderr)");
+        cmd->add_option("--color", color_mode, "Colour diagnostics: auto, always, never")
+            ->check(CLI::IsMember({"auto", "always", "never"}));
         cmd->add_flag("--gpu", opts->gpu,
                       "Also compile the data-parallel loops to GPU kernels (PTX, run with --device=cuda)");
         cmd->add_option("--gpu-arch", opts->gpu_arch, "The GPU for --gpu (default sm_90: H100/H200)")
             ->check(CLI::IsMember({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"}));
     }
-    build_cmd->add_option("-o", build.output, "Output file (default: the source file's stem; with --emit=obj, STEM.o)")
+    build_cmd->add_option("-o", build.output,
+                          "Output file (default: the source file's stem; with --emit=obj, STEM.o; with a printed "
+                          "--emit form, where it is written instead of standard output)")
         ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
     build_cmd->add_option("--emit", build.emit,
                           "Print an intermediate form instead: gir, local, llvm, asm, ptx (the GPU kernels); or write an object file: obj")
@@ -563,6 +717,7 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         int status = app.exit(e);
+        if (status != 0) suggest_spelling(app, argc, argv);
         return status == 0 ? 0 : 2;
     }
 
@@ -586,7 +741,8 @@ int main(int argc, char** argv) {
         bool is_run = run_cmd->parsed();
         CheckOptions& opts = is_run ? run : build;
         opts.files = {is_run ? run_file : build_file};
-        opts.error_format = (is_run ? run_error_format : build_error_format) == "json" ? ErrorFormat::Json : ErrorFormat::Human;
+        opts.error_format = error_format_of(is_run ? run_error_format : build_error_format);
+        opts.color = use_color(color_mode);
         int status;
         try {
             status = run_check(opts);
@@ -606,13 +762,19 @@ int main(int argc, char** argv) {
     }
     if (explain_cmd->parsed()) {
         explain.explain_format = explain_format;
-        explain.error_format = explain_error_format == "json" ? ErrorFormat::Json : ErrorFormat::Human;
+        explain.error_format = error_format_of(explain_error_format);
+        explain.color = use_color(color_mode);
         check = explain;
     } else if (!check_cmd->parsed()) {
         std::cerr << app.help();
         return 2;
     } else {
-        check.error_format = error_format == "json" ? ErrorFormat::Json : ErrorFormat::Human;
+        check.error_format = error_format_of(error_format);
+        check.color = use_color(color_mode);
+        if (!check.output.empty() && check.emit.empty()) {
+            std::cerr << "meshc: `-o` needs `--emit` (check writes no other file)\n";
+            return 2;
+        }
     }
     try {
         return run_check(check);

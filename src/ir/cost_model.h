@@ -1,4 +1,4 @@
-// The communication cost model of LANGUAGE.md sections 6 and 8: what each collective
+// The communication cost model of docs/language.md, "Sharding rules" and "Cost model": what each collective
 // sends per device over a ring and what it costs in seconds. Consumed by coercion
 // planning (ir/reshard_plan.h) (choosing the cheapest plan) and by `meshc explain`.
 #pragma once

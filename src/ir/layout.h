@@ -15,7 +15,7 @@
 
 namespace meshc::ir {
 
-/// LANGUAGE.md section 8: an axis declared without a link gets 5 µs and 100 GB/s.
+/// docs/language.md, "Cost model": an axis declared without a link gets 5 µs and 100 GB/s.
 inline constexpr double kDefaultLatency = 5e-6;
 inline constexpr double kDefaultBandwidth = 1e11;
 /// Axes per mesh (name resolution reports E0302 beyond it): one dim can then be split

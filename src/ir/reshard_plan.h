@@ -1,6 +1,6 @@
 // Coercion planning as a pure function of two layouts: the steps (collectives, free local
 // slices, make_partial) that turn a value's layout into a wanted one, by the table of
-// LANGUAGE.md section 6, and what they cost. Consumed by the checker (sema/check/, which
+// docs/language.md, "Sharding rules", and what they cost. Consumed by the checker (sema/check/, which
 // emits the steps as GIR ops) and by transforms that make values of their own
 // (transform/autodiff.cpp).
 #pragma once
@@ -32,7 +32,7 @@ std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& to);
 /// Whether a step moves data between devices (local slices and make_partial do not).
 bool communicates(OpKind kind);
 
-/// Per-device buffer b of a step (LANGUAGE.md section 6: the unsplit side) for a value of
+/// Per-device buffer b of a step (docs/language.md, "The coercion table": the unsplit side) for a value of
 /// type `before` (the step's input type).
 int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh& mesh);
 

@@ -1,7 +1,7 @@
 // The GIR verifier: checks the invariants the checker (sema/check/) promises to every
 // consumer (printer, explain, the SPMD partitioner): SSA form, valid types and layouts,
 // and each op's result type consistent with its operands' under the sharding rules of
-// LANGUAGE.md section 6. A problem found is a compiler bug; the driver reports it as an
+// docs/language.md, "Sharding rules". A problem found is a compiler bug; the driver reports it as an
 // internal error.
 #include <fmt/format.h>
 
@@ -596,7 +596,7 @@ private:
         compare(op.results, callee.results, "result");
     }
 
-    /// LANGUAGE.md section 6, the coercion table; the op's axes are one group.
+    /// docs/language.md, "The coercion table"; the op's axes are one group.
     template <typename Bad>
     void check_collective(const Op& op, Bad& bad) {
         ValueId xid = op.operands[0], rid = op.results[0];

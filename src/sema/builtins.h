@@ -1,4 +1,4 @@
-// The built-in functions of LANGUAGE.md section 5, as one table. Consumed by name
+// The built-in functions of docs/language.md, "Built-in functions", as one table. Consumed by name
 // resolution (they share the item namespace) and, later, by the sharding rules.
 #pragma once
 

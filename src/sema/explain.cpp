@@ -56,9 +56,15 @@ std::optional<LineCol> position(const SourceManager& sources, Span span) {
     return sources.line_col(span.file, span.begin);
 }
 
+// The file explain was asked about: its locations are `LINE:COL`, others (a stdlib
+// function inlined or instantiated there) `FILE:LINE:COL`.
+FileId g_main_file = 0;
+
 std::string at(const SourceManager& sources, Span span) {
     auto lc = position(sources, span);
-    return lc ? fmt::format("{}:{}", lc->line, lc->col) : std::string("?:?");
+    if (!lc) return "?:?";
+    if (span.file != g_main_file) return fmt::format("{}:{}:{}", sources.path(span.file), lc->line, lc->col);
+    return fmt::format("{}:{}", lc->line, lc->col);
 }
 
 /// `30.004 us`, `1.250 ms`, `2.000 s`.
@@ -358,7 +364,8 @@ void program_totals(std::ostream& out, const ir::Module& module, const ProgramFa
 }  // namespace
 
 void explain_text(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn) {
+                  std::string_view only_fn, FileId main_file) {
+    g_main_file = main_file;
     bool first = true;
     ProgramFacts facts = analyse_program(module);
     for (size_t i = 0; i < module.functions.size(); ++i) {
@@ -371,10 +378,12 @@ void explain_text(std::ostream& out, const SourceManager& sources, const ir::Mod
 }
 
 void explain_json(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn) {
+                  std::string_view only_fn, FileId main_file) {
+    g_main_file = main_file;
     using nlohmann::ordered_json;
     auto place = [&](ordered_json& j, Span span) {
         auto lc = position(sources, span);
+        if (lc && span.file != g_main_file) j["file"] = sources.path(span.file);
         j["line"] = lc ? lc->line : 0;
         j["col"] = lc ? lc->col : 0;
     };

@@ -1,5 +1,5 @@
 // `meshc explain`: the report of a checked module's layouts and collectives, as text for
-// people and as JSON (ARCHITECTURE.md) for tools. Input: the GIR from sema/check/;
+// people and as JSON (docs/architecture.md) for tools. Input: the GIR from sema/check/;
 // output: a stream. Costs come from the cost model (cost_model.h).
 #pragma once
 
@@ -18,7 +18,7 @@ namespace meshc::sema {
 struct CollectiveInfo {
     CollectiveKind kind;
     AxisSet axes;
-    /// b of LANGUAGE.md section 6: the per-device buffer on the unsplit side (the input of
+    /// b of docs/language.md, "Sharding rules": the per-device buffer on the unsplit side (the input of
     /// all_reduce and reduce_scatter, the output of all_gather, either side of all_to_all),
     /// with splits over other axes applied.
     int64_t buffer_bytes = 0;
@@ -58,11 +58,13 @@ FunctionTotals function_totals(const ir::Module& module, const ir::Function& f);
 
 /// Per function instance: each value's layout, each collective with its buffer and cost,
 /// and the free coercions. `only_fn` non-empty: only the instances of that source function.
+/// Locations in `main_file` are `LINE:COL`, those in other files `FILE:LINE:COL`.
 void explain_text(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn);
+                  std::string_view only_fn, FileId main_file = 0);
 /// `{"functions":[{"name","instance":{…},"collectives":[{"kind","op","axes":[…],"dtype",
 /// "shape":[…],"bytes","cost_s","line","col"}]}]}`, keys in that order, indented by 2.
+/// A location outside `main_file` has a "file" key before "line".
 void explain_json(std::ostream& out, const SourceManager& sources, const ir::Module& module,
-                  std::string_view only_fn);
+                  std::string_view only_fn, FileId main_file = 0);
 
 }  // namespace meshc::sema

@@ -7,6 +7,8 @@
 // `--strict-comm`). Consumed by `meshc check --emit=gir` and `meshc explain`.
 #pragma once
 
+#include <set>
+
 #include "ir/gir.h"
 #include "sema/mesh.h"
 #include "sema/loader.h"
@@ -18,6 +20,9 @@ struct InferOptions {
     /// Every communicating coercion the checker inserts is an E0406 error (also per
     /// function with `@explicit_comm`).
     bool strict_comm = false;
+    /// Functions not to check (their name or refinement errors were reported): their
+    /// calls are abandoned silently, and everything else is checked.
+    const std::set<const ast::Item*>* skip = nullptr;
 };
 
 ir::Module infer_program(const SourceManager& sources, const Program& program,

@@ -1,4 +1,4 @@
-// Refinements checked once per generic function (LANGUAGE.md section 7): each function's
+// Refinements checked once per generic function (docs/language.md, "Instantiation and refinements"): each function's
 // `where` clauses and the divisibility of every layout in its signature are facts for
 // its body; every layout the body writes (annotations, `reshard`) and every call's
 // instantiated obligations (the callee's `where` clauses and signature layouts) must
@@ -7,6 +7,8 @@
 // Input: a resolved Program; output: diagnostics. Runs before inference (infer.h), which
 // checks the same obligations again with concrete sizes for each instantiation.
 #pragma once
+
+#include <set>
 
 #include "sema/loader.h"
 #include "support/diagnostics.h"
@@ -18,7 +20,8 @@ struct RefineStats {
     size_t obligations = 0;
 };
 
+/// `skip`: functions not to check (their earlier errors were reported).
 RefineStats check_refinements(const SourceManager& sources, const Program& program,
-                              DiagnosticEngine& diags);
+                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip = nullptr);
 
 }  // namespace meshc::sema

@@ -48,7 +48,7 @@ constexpr uint32_t kMaxSnippetBytes = 120;
 // How much of the line before the span such a window shows.
 constexpr uint32_t kSnippetContextBefore = 40;
 
-void render_snippet(std::ostream& out, const SourceManager& sources, Span span) {
+void render_snippet(std::ostream& out, const SourceManager& sources, Span span, bool color = false) {
     LineCol start = sources.line_col(span.file, span.begin);
     LineCol stop = sources.line_col(span.file, span.end);
     std::string_view line = sources.line_text(span.file, start.line);
@@ -81,8 +81,8 @@ void render_snippet(std::ostream& out, const SourceManager& sources, Span span) 
     std::string number = std::to_string(start.line);
     std::string gutter(number.size(), ' ');
     out << fmt::format(" {} | {}{}{}\n", number, before_marker, shown, after_marker);
-    out << fmt::format(" {} | {}^{}\n", gutter, std::string(caret_begin, ' '),
-                       std::string(width - 1, '~'));
+    out << fmt::format(" {} | {}{}^{}{}\n", gutter, std::string(caret_begin, ' '), color ? "\033[1;32m" : "",
+                       std::string(width - 1, '~'), color ? "\033[0m" : "");
 }
 
 void add_location(nlohmann::ordered_json& j, const SourceManager& sources, Span span) {
@@ -168,27 +168,73 @@ std::vector<Diagnostic> DiagnosticEngine::sorted() const {
     return unique;
 }
 
-void render_human(std::ostream& out, const SourceManager& sources,
-                  const std::vector<Diagnostic>& diagnostics) {
+namespace {
+
+// ANSI colours of the human format (only where the driver asks for them): locations and
+// messages bold, the severity red (error) or yellow (warning), notes cyan, carets green.
+struct Palette {
+    bool on;
+    const char* bold() const { return on ? "\033[1m" : ""; }
+    const char* severity(Severity s) const {
+        if (!on) return "";
+        return s == Severity::Error ? "\033[1;31m" : s == Severity::Warning ? "\033[1;33m" : "\033[1;36m";
+    }
+    const char* note() const { return on ? "\033[1;36m" : ""; }
+    const char* reset() const { return on ? "\033[0m" : ""; }
+};
+
+void render_human_impl(std::ostream& out, const SourceManager& sources,
+                       const std::vector<Diagnostic>& diagnostics, bool color) {
+    Palette p{color};
     for (const Diagnostic& d : diagnostics) {
         std::string_view code = diag_code_info(d.code).name;
         if (d.span.valid()) {
             LineCol lc = sources.line_col(d.span.file, d.span.begin);
-            out << fmt::format("{}:{}:{}: {}[{}]: {}\n", sources.path(d.span.file), lc.line,
-                               lc.col, severity_name(d.severity), code, d.message);
-            render_snippet(out, sources, d.span);
+            out << fmt::format("{}{}:{}:{}: {}{}[{}]: {}{}{}{}\n", p.bold(), sources.path(d.span.file), lc.line,
+                               lc.col, p.severity(d.severity), severity_name(d.severity), code, p.reset(),
+                               p.bold(), d.message, p.reset());
+            render_snippet(out, sources, d.span, color);
         } else {
-            out << fmt::format("{}[{}]: {}\n", severity_name(d.severity), code, d.message);
+            out << fmt::format("{}{}[{}]: {}{}{}{}\n", p.severity(d.severity), severity_name(d.severity), code,
+                               p.reset(), p.bold(), d.message, p.reset());
         }
         for (const DiagNote& n : d.notes) {
             if (n.span.valid()) {
                 LineCol lc = sources.line_col(n.span.file, n.span.begin);
-                out << fmt::format("{}:{}:{}: note: {}\n", sources.path(n.span.file), lc.line,
-                                   lc.col, n.message);
-                render_snippet(out, sources, n.span);
+                out << fmt::format("{}{}:{}:{}: {}note:{} {}\n", p.bold(), sources.path(n.span.file), lc.line,
+                                   lc.col, p.note(), p.reset(), n.message);
+                render_snippet(out, sources, n.span, color);
             } else {
-                out << fmt::format("  = note: {}\n", n.message);
+                out << fmt::format("  = {}note:{} {}\n", p.note(), p.reset(), n.message);
             }
+        }
+    }
+}
+
+}  // namespace
+
+void render_human(std::ostream& out, const SourceManager& sources,
+                  const std::vector<Diagnostic>& diagnostics) {
+    render_human_impl(out, sources, diagnostics, false);
+}
+
+void render_human_colored(std::ostream& out, const SourceManager& sources,
+                          const std::vector<Diagnostic>& diagnostics) {
+    render_human_impl(out, sources, diagnostics, true);
+}
+
+void render_short(std::ostream& out, const SourceManager& sources,
+                  const std::vector<Diagnostic>& diagnostics) {
+    for (const Diagnostic& d : diagnostics) {
+        std::string_view code = diag_code_info(d.code).name;
+        std::string message = d.message;
+        std::replace(message.begin(), message.end(), '\n', ' ');
+        if (d.span.valid()) {
+            LineCol lc = sources.line_col(d.span.file, d.span.begin);
+            out << fmt::format("{}:{}:{}: {}[{}]: {}\n", sources.path(d.span.file), lc.line, lc.col,
+                               severity_name(d.severity), code, message);
+        } else {
+            out << fmt::format("meshc: {}[{}]: {}\n", severity_name(d.severity), code, message);
         }
     }
 }

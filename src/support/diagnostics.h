@@ -79,6 +79,13 @@ void render_human(std::ostream& out, const SourceManager& sources,
 /// "end_line","end_col","notes":[{"message","file","line","col","end_line","end_col"}]}.
 void render_json(std::ostream& out, const SourceManager& sources,
                  const std::vector<Diagnostic>& diagnostics);
+/// render_human with ANSI colours (for a terminal).
+void render_human_colored(std::ostream& out, const SourceManager& sources,
+                          const std::vector<Diagnostic>& diagnostics);
+/// `file:line:col: error[E0104]: message`, one line per diagnostic, no snippet or notes
+/// (what editors' problem matchers read); `meshc: error[E0701]: ...` without a location.
+void render_short(std::ostream& out, const SourceManager& sources,
+                  const std::vector<Diagnostic>& diagnostics);
 
 /// A broken compiler invariant (never a user error). The driver turns it into
 /// "internal compiler error" and exit status 2.

@@ -156,8 +156,8 @@ def relu(x):
 
 def gelu_tanh(x):
     """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    LANGUAGE.md and docs/language.md do not say which GELU `gelu` is; this suite
-    assumes the tanh approximation (as GPT-2 / jax.nn.gelu's default)."""
+    docs/language.md ("Execution") defines `gelu` as this tanh approximation,
+    which the suite uses (as GPT-2 / jax.nn.gelu's default)."""
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 

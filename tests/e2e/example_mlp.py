@@ -1,2 +1,2 @@
-"""Reference for example_mlp.msh (examples/mlp.msh, the same program as section 11)."""
+"""Reference for example_mlp.msh (examples/mlp.msh, the same program as docs/language.md, "A complete example")."""
 from section11 import COMM, expected  # noqa: F401

@@ -738,7 +738,7 @@ class Case:
         lines = ["var %s%s = %s;" % (acc, ann, x.name)]
         body_kind = R.choices(["axpy", "matmul", "iter", "ifi", "rt_slice", "rt_seed"], [5, 5, 5, 5, 1, 1])[0]
         if body_kind == "rt_slice" and len(x.shape) >= 1:
-            # LANGUAGE.md 9a: a run-time scalar (the loop variable) as a `slice` start
+            # docs/language.md, "Run-time scalars and program arguments": a run-time scalar (the loop variable) as a `slice` start
             n0 = x.shape[0]
             y = self.operand((n0 + k,) + x.shape[1:], creation=False)
             lines.append("for i in 0..%d { %s = %s * 0.5 + slice(%s, axis: 0, start: i, size: %d); }"
@@ -748,7 +748,7 @@ class Case:
             def upd(env, a, i, fy=y.fn, n0=n0):
                 return a * 0.5 + fy(env)[i:i + n0]
         elif body_kind == "rt_seed":
-            # LANGUAGE.md 9a: a run-time scalar as the seed of a random creation
+            # docs/language.md, "Run-time scalars and program arguments": a run-time scalar as the seed of a random creation
             seed = self.new_seed()
             shp = ", ".join(map(str, x.shape))
             lines.append("for i in 0..%d { %s = %s * 0.5 + random_uniform(i + %d, [%s]); }" % (k, acc, acc, seed, shp))
@@ -1192,6 +1192,8 @@ def main():
     ap.add_argument("--work", default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--skip-known", action="store_true", help="do not build cases KNOWN_FAILURES selects")
     ap.add_argument("--print", dest="print_case", action="store_true", help="print the --case program and exit")
+    ap.add_argument("--corpus", default=None,
+                    help="write each case as a standalone program into DIR (a fuzzer seed corpus) and exit")
     ap.add_argument("-j", type=int, default=2, help="parallel builds/runs (default 2)")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
@@ -1220,6 +1222,16 @@ def main():
                 print("unknown mesh %s (--meshes: %s)" % (mk, ",".join(MESHES)))
                 return 2
             todo.append((MESHES[mk], [make_case(MESHES[mk], i, args.seed) for i in range(args.count)]))
+    if args.corpus:
+        os.makedirs(args.corpus, exist_ok=True)
+        n = 0
+        for mesh, cases in todo:
+            for c in cases:
+                with open(os.path.join(args.corpus, "%s_%s.msh" % (c.label.replace(":", "_"), args.seed)), "w") as f:
+                    f.write(c.text())
+                n += 1
+        print("wrote %d programs to %s" % (n, args.corpus))
+        return 0
     skipped = []
     groups = []        # (tag, mesh, cases)
     for mesh, cases in todo:

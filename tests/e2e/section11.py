@@ -1,4 +1,4 @@
-"""Reference for section11.msh (LANGUAGE.md section 11): the Megatron MLP."""
+"""Reference for section11.msh (docs/language.md, "A complete example"): the Megatron MLP."""
 import numpy as np
 from e2e_lib import F32, random_normal
 

@@ -1,5 +1,5 @@
-// Unit tests for meshes, layouts and the collective cost model (LANGUAGE.md 6 and 8),
-// against figures worked out by hand from the draft's table.
+// Unit tests for meshes, layouts and the collective cost model (docs/language.md, "Sharding rules" and "Cost model"),
+// against figures worked out by hand from the coercion table of docs/language.md.
 #include <catch2/catch.hpp>
 
 #include "ir/cost_model.h"
@@ -39,7 +39,7 @@ TEST_CASE("mesh from a declaration, with default and explicit links", "[mesh]") 
     CHECK(net.axis_names(axis_bit(2) | axis_bit(0)) == "data, pipe");
 }
 
-TEST_CASE("the draft's MLP: all_reduce over model of a 256-byte buffer", "[cost]") {
+TEST_CASE("the MLP of docs/language.md: all_reduce over model of a 256-byte buffer", "[cost]") {
     Mesh pod = parse_mesh("mesh Pod = [data: 2, model: 4];");
     // f32[8,16] with B split over data: the per-device buffer is 4x16 f32 = 256 bytes.
     CollectiveCost c = collective_cost(CollectiveKind::AllReduce, pod, axis_bit(1), 256);

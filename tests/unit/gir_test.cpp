@@ -1,6 +1,6 @@
 // Unit tests for GIR: the printer (--emit=gir), the verifier and `meshc explain`, on
-// modules built by hand — chiefly the MLP of LANGUAGE.md section 11, with the figures
-// of its collective worked out from sections 6 and 8.
+// modules built by hand — chiefly the MLP of docs/language.md, "A complete example", with the figures
+// of its collective worked out from docs/language.md, "Sharding rules" and "Cost model".
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -109,7 +109,7 @@ struct Fixture {
     }
 };
 
-/// The section-11 MLP: `mlp` (function 0) with the all_reduce the checker inserts at its
+/// The MLP of docs/language.md, "A complete example": `mlp` (function 0) with the all_reduce the checker inserts at its
 /// return (or, with `scatter`, a reduce_scatter to {0: data, 1: model}), and `main`
 /// (function 1) calling it.
 Fixture mlp_module(bool scatter = false) {
@@ -275,7 +275,7 @@ TEST_CASE("types print in the type syntax, keyed by position", "[gir]") {
 
 // ---------------------------------------------------------------- printer
 
-TEST_CASE("the section-11 MLP prints as GIR", "[gir][print]") {
+TEST_CASE("the complete-example MLP of docs/language.md prints as GIR", "[gir][print]") {
     Fixture fx = mlp_module();
     std::string text = fx.print();
     const char* mlp =
@@ -488,7 +488,7 @@ TEST_CASE("the verifier rejects broken MLPs", "[gir][verify]") {
     }
 }
 
-TEST_CASE("the verifier checks each coercion against the section-6 table", "[gir][verify]") {
+TEST_CASE("the verifier checks each coercion against the coercion table of docs/language.md", "[gir][verify]") {
     struct Case {
         const char* what;
         OpKind kind;

@@ -1,6 +1,6 @@
 // Unit tests for SPMD partitioning (src/spmd/): per-device shapes from layouts, the
 // device group (and member order) of each collective and local slice, and the local-IR
-// verifier, on ops built by hand with the figures worked out from LANGUAGE.md section 6.
+// verifier, on ops built by hand with the figures worked out from docs/language.md, "Sharding rules".
 #include <catch2/catch.hpp>
 
 #include "ir/gir.h"

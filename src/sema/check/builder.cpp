@@ -296,7 +296,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                                     int32_t dim2, Layout result, Span span,
                                     const std::string& reason, bool inserted) {
     if (dry_cost_) {
-        // Costing a plan: add what this step would cost (LANGUAGE.md 6 and 8), emit nothing.
+        // Costing a plan: add what this step would cost (docs/language.md, "Sharding rules" and "Cost model"), emit nothing.
         TensorType in = plan_type(v);
         in.layout = dry_layout_;
         TensorType out = in;
@@ -363,6 +363,16 @@ void FunctionBuilder::settle_choices() {
     if (retry) throw Retry{};
 }
 
+ValueId FunctionBuilder::completed_if_known(ValueId v) const {
+    const TensorType& t = type(v);
+    const Mesh* m = t.layout.partial ? in_.module_.mesh(t.mesh) : nullptr;
+    if (!m || dry_cost_) return v;
+    Layout whole = t.layout;
+    whole.partial = 0;
+    ValueId done = find_coerced(v, layout_to_string(whole, *m));
+    return done == ir::kNoValue ? v : done;
+}
+
 ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason) {
     axes &= type(v).layout.partial;
     if (!axes) return v;
@@ -372,7 +382,7 @@ ValueId FunctionBuilder::reduce_partial(ValueId v, AxisSet axes, Span span, cons
     const Mesh* mesh = mesh_of(type(v));
     if (!mesh || dry_cost_) return collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
     auto key = std::make_tuple(v, layout_to_string(l, *mesh), static_cast<const void*>(ops_));
-    if (auto it = coerced_.find(key); it != coerced_.end()) return it->second;
+    if (ValueId done = find_coerced(v, std::get<1>(key)); done != ir::kNoValue) return done;
     ValueId r = collective(ir::OpKind::AllReduce, v, axes, -1, -1, l, span, reason, true);
     coerced_[key] = r;
     return r;
@@ -425,7 +435,7 @@ ValueId FunctionBuilder::coerce(ValueId v, const TensorType& target, Span span,
     return plan_coercion(v, target.mesh, target.layout, span, reason, inserted);
 }
 
-// Converts v's layout into `target` with the table of LANGUAGE.md section 6: pending sums
+// Converts v's layout into `target` with the table of docs/language.md, "Sharding rules": pending sums
 // first (reduce_scatter where the target splits a dim over the reduced axes, else one
 // all_reduce over all of them), then free local slices over axes nothing uses, then
 // all_to_all for an axis moving from one dim to another, then all_gathers, then the
@@ -436,7 +446,7 @@ ValueId FunctionBuilder::plan_coercion(ValueId v, int32_t mesh_index, const Layo
                                        const std::string& reason, bool inserted) {
     if (dry_cost_ || plan_type(v).layout == target) return plan_coercion_once(v, mesh_index, target, span, reason, inserted);
     auto key = std::make_tuple(v, layout_to_string(target, in_.module_.meshes[mesh_index]), static_cast<const void*>(ops_));
-    if (auto it = coerced_.find(key); it != coerced_.end() && type(it->second).mesh == mesh_index) return it->second;
+    if (ValueId done = find_coerced(v, std::get<1>(key)); done != ir::kNoValue && type(done).mesh == mesh_index) return done;
     ValueId r = plan_coercion_once(v, mesh_index, target, span, reason, inserted);
     coerced_[key] = r;
     return r;

@@ -2,7 +2,7 @@
 //
 // Each function is lowered once per instantiation (sizes and meshes bound). Values are
 // typed as they are built: shapes and element types by the usual rules, layouts by the
-// sharding rules of LANGUAGE.md section 6 applied forward, and backwards for creation
+// sharding rules of docs/language.md, "Sharding rules" applied forward, and backwards for creation
 // ops: a value made by `zeros`, `random_normal`, ... (and element-wise chains of such
 // values) is "flexible" until its first use that needs a layout, which then fixes it, so
 // each device creates only its own piece and nothing moves. Where a value's layout
@@ -168,6 +168,25 @@ private:
     ValueId reduce_partial(ValueId v, AxisSet axes, Span span, const std::string& reason);
     /// Coercions done so far, by (value, target layout, the op list they were done in).
     std::map<std::tuple<ValueId, std::string, const void*>, ValueId> coerced_;
+    /// The op list enclosing each region's list while it is open: a coercion done in an
+    /// enclosing list before the region is used again inside it.
+    std::map<const void*, std::vector<ir::Op>*> parent_list_;
+    void enter_list(std::vector<ir::Op>* list) {
+        parent_list_[list] = ops_;
+        ops_ = list;
+    }
+    /// v converted to the layout `key` earlier in this list or an enclosing one, or kNoValue.
+    ValueId find_coerced(ValueId v, const std::string& key) const {
+        for (const std::vector<ir::Op>* list = ops_; list;) {
+            auto it = coerced_.find(std::make_tuple(v, key, static_cast<const void*>(list)));
+            if (it != coerced_.end()) return it->second;
+            auto p = parent_list_.find(list);
+            list = p == parent_list_.end() ? nullptr : p->second;
+        }
+        return ir::kNoValue;
+    }
+    /// v with its pending sums completed earlier (same splits), or v itself.
+    ValueId completed_if_known(ValueId v) const;
     ValueId place(ValueId v, int32_t mesh, Span span, bool scalars_too = false);
 
     // aggregates, statements, control flow
@@ -189,6 +208,7 @@ private:
     Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
     void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
     Val struct_literal(const Expr& e);
+    bool open_mesh_ok(const Item& item, const std::vector<Val>& values, const std::vector<const Expr*>& loads) const;
     void keep_generic_meshes(const Item& item, Binding& b);
     void bind_pattern(const Pattern& p, Val v, Span span);
     void lower_stmt(const Stmt& s);

@@ -239,6 +239,18 @@ void FunctionBuilder::keep_generic_meshes(const Item& item, Binding& b) {
     }
 }
 
+// Whether a struct literal may stay open in a generic mesh: every field is a tensor on no
+// mesh yet (and none is a `load`, whose type needs the mesh).
+bool FunctionBuilder::open_mesh_ok(const Item& item, const std::vector<Val>& values,
+                                   const std::vector<const Expr*>& loads) const {
+    for (size_t i = 0; i < item.fields.size(); ++i) {
+        if (loads[i] || values[i].kind != Val::Tensor || values[i].id == ir::kNoValue || type(values[i].id).mesh >= 0) {
+            return false;
+        }
+    }
+    return !item.fields.empty();
+}
+
 Val FunctionBuilder::struct_literal(const Expr& e) {
     const Module& module = *in_.program_.modules[module_index_];
     const Item* item = nullptr;
@@ -265,6 +277,7 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
         if (!loads[i]) bind_generics(*item->fields[i].type, values[i], inner, e.span);
     }
     keep_generic_meshes(*item, inner);
+    bool open_mesh = false;
     const AggType* wanted = expected_agg_ && expected_agg_->item == item && expected_agg_->binding &&
                                     key_of(expected_agg_span_) == key_of(e.span)
                                 ? expected_agg_
@@ -282,10 +295,25 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
             inner.meshes[g.name.name] = default_mesh();  // fields not placed yet
         }
         bool bound = is_mesh ? inner.meshes.count(g.name.name) > 0 : inner.sizes.count(g.name.name) > 0;
+        if (!bound && is_mesh && open_mesh_ok(*item, values, loads)) {
+            // No field is on a mesh yet: the struct stays open, its fields unplaced, and
+            // its first use that needs a mesh (a call's parameter type, an annotation)
+            // places them; nothing moves.
+            open_mesh = true;
+            continue;
+        }
         if (!bound) {
             fail(DiagCode::E0310, e.span,
                  fmt::format("cannot infer the generic parameter `{}` of `{}` from the fields", g.name.name, item->name.name));
         }
+    }
+    if (open_mesh) {
+        Val v;
+        v.kind = Val::Struct;
+        v.fn = item;
+        v.elems = std::move(values);
+        v.binding = std::make_shared<Binding>(inner);
+        return v;
     }
     AggType t = struct_type(*item, inner);
     for (size_t i = 0; i < loads.size(); ++i) {

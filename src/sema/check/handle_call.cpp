@@ -90,7 +90,7 @@ Val FunctionBuilder::lower_load_val(const Expr& call, const AggType& t) {
 
 // ---------------------------------------------------------------- reshape
 
-// LANGUAGE.md rule 4: a split dim factored into n1..nk keeps its axes on n1 if they
+// docs/language.md, "Sharding rules", rule 4: a split dim factored into n1..nk keeps its axes on n1 if they
 // divide it; merged dims keep the outer dim's axes if the inner ones are unsplit;
 // anything else is gathered first.
 ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, Span span) {

@@ -132,7 +132,7 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
         };
         // Agree on each index's split: a replicated side is sliced for free; two different
         // splits: one operand follows the other; an axis splitting two indices of the
-        // result: one of them is gathered. The candidate plans are costed (section 8),
+        // result: one of them is gathered. The candidate plans are costed (docs/language.md "Cost model"),
         // with the conversion of the result to the type it is wanted in, and the
         // cheapest wins (ties: the first operand leads, the later index is gathered).
         struct Plan {

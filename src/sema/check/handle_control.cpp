@@ -214,7 +214,7 @@ Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
     };
     Branch branches[2];
     auto run = [&](Branch& br, auto&& lower) {
-        ops_ = &br.region.ops;
+        enter_list(&br.region.ops);
         br.value = lower();
         if (as_value) settle(br.value);
         for (size_t i = 0; i < vars.size(); ++i) {
@@ -236,7 +236,7 @@ Val FunctionBuilder::lower_if(const Expr& e, bool as_value) {
     std::optional<AggType> value_type;
     if (as_value) value_type = join_type(type_of_val(branches[0].value), type_of_val(branches[1].value));
     for (Branch& br : branches) {
-        ops_ = &br.region.ops;
+        enter_list(&br.region.ops);
         if (as_value) {
             Val v = coerce_val(std::move(br.value), *value_type, e.span, "the value of the other branch of `if`");
             flatten(v, br.region.yields, e.span);
@@ -287,7 +287,7 @@ void FunctionBuilder::lower_for(const Stmt& s) {
     }
     std::vector<ir::Op>* saved = ops_;
     ir::Region body = open_region(args);
-    ops_ = &body.ops;
+    enter_list(&body.ops);
     size_t next = 1;
     std::vector<Val> saved_values;
     for (size_t i = 0; i < vars.size(); ++i) {

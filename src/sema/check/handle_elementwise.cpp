@@ -49,15 +49,7 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     if (!dtype) dtype = type(operands[first_data]).dtype;
     // A pending operand whose sum this block has completed already is read completed
     // (keeping it pending would sum it again later).
-    for (ValueId& o : operands) {
-        const TensorType& t = type(o);
-        const Mesh* m = t.layout.partial ? mesh_of(t) : nullptr;
-        if (!m || dry_cost_) continue;
-        Layout whole = t.layout;
-        whole.partial = 0;
-        auto it = coerced_.find(std::make_tuple(o, layout_to_string(whole, *m), static_cast<const void*>(ops_)));
-        if (it != coerced_.end()) o = it->second;
-    }
+    for (ValueId& o : operands) o = completed_if_known(o);
     if (ew == ir::Ew::Select && type(operands[0]).dtype != DType::Bool) {
         fail(DiagCode::E0308, span, "the condition of `select` must be bool");
     }

@@ -29,9 +29,17 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         return;
     }
     case StmtKind::Var: {
+        // An annotated struct type binds the generics a struct literal's fields do not.
+        std::optional<AggType> annotated;
+        if (s.type) annotated = agg_type_from_ast(*s.type);
+        if (annotated && annotated->kind == AggType::Struct) {
+            expected_agg_ = &*annotated;
+            expected_agg_span_ = s.value->span;
+        }
         Val v = eval(*s.value);
+        expected_agg_ = nullptr;
         if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
-        if (s.type) v = coerce_val(std::move(v), agg_type_from_ast(*s.type), s.value->span, "the annotation");
+        if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
         bool flexible_start = !s.type && v.kind == Val::Tensor && flexible_[v.id];
         auto hint = in_.var_hints_.find(key_of(s.name.span));
         if (flexible_start && hint != in_.var_hints_.end()) {
@@ -50,7 +58,17 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         return;
     }
     case StmtKind::Assign: {
+        // A struct literal assigned to a struct variable is wanted as the variable's type.
+        std::optional<AggType> target_type;
+        if (s.target->kind == ExprKind::Name && s.value->kind == ExprKind::StructLit) {
+            if (Binding_* b = find_binding(s.target->name.name); b && b->value.kind == Val::Struct && b->value.binding) {
+                target_type = type_of_val(b->value);
+                expected_agg_ = &*target_type;
+                expected_agg_span_ = s.value->span;
+            }
+        }
         Val value = eval(*s.value);
+        expected_agg_ = nullptr;
         assign(*s.target, std::move(value), s.span);
         return;
     }
@@ -132,7 +150,7 @@ void FunctionBuilder::assign(const Expr& target, Val value, Span span) {
         size_t i = field_index(*slot->fn, field->name);
         slot = &slot->elems[i];
     }
-    // LANGUAGE.md 4: a var's type comes from all its assignments. A var that began as a
+    // docs/language.md, "Types": a var's type comes from all its assignments. A var that began as a
     // freshly created value takes the layout of the first assignment that differs, and
     // the function is lowered again with that layout from the start.
     if (path.empty() && var->flexible_start && value.kind == Val::Tensor && slot->kind == Val::Tensor &&
@@ -153,15 +171,33 @@ size_t FunctionBuilder::field_index(const Item& item, const Ident& name) {
     fail(DiagCode::E0309, name.span, fmt::format("struct `{}` has no field `{}`", item.name.name, name.name));
 }
 
+namespace {
+// The field path of each leaf of a parameter's type, in flatten_type's order: `p.w1`,
+// `p.0` for a tuple element, `p.opt.m` for nested structs (names for explain and GIR).
+void leaf_paths(const AggType& t, const std::string& prefix, std::vector<std::string>& out) {
+    if (t.kind == AggType::Tensor) {
+        out.push_back(prefix);
+        return;
+    }
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+        bool named = t.kind == AggType::Struct && t.item && i < t.item->fields.size();
+        leaf_paths(t.elems[i], prefix + "." + (named ? std::string(t.item->fields[i].name.name) : std::to_string(i)), out);
+    }
+}
+}  // namespace
+
 void FunctionBuilder::lower_body() {
     scopes_.emplace_back();
     for (const Param& p : item_.params) {
         AggType t = agg_type_from_ast(*p.type);
         std::vector<const AggType*> leaves;
         flatten_type(t, leaves);
+        std::vector<std::string> paths;
+        leaf_paths(t, std::string(p.name.name), paths);
         std::vector<ValueId> values;
-        for (const AggType* leaf : leaves) {
-            ValueId v = f_.add_value(leaf->tensor, leaves.size() == 1 ? std::string(p.name.name) : "");
+        for (size_t li = 0; li < leaves.size(); ++li) {
+            const AggType* leaf = leaves[li];
+            ValueId v = f_.add_value(leaf->tensor, li < paths.size() ? paths[li] : std::string(p.name.name));
             flexible_.push_back(false);
             weak_.push_back(false);
             producer_.push_back({nullptr, 0});
@@ -251,7 +287,7 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             // then: the block up to its `return`.
             {
                 ir::Region r = open_region({});
-                ops_ = &r.ops;
+                enter_list(&r.ops);
                 scopes_.emplace_back();
                 const auto& inner = e.then_block->stmts;
                 std::optional<Val> v = lower_returning(inner, 0, nullptr, rt);
@@ -263,7 +299,7 @@ std::optional<Val> FunctionBuilder::lower_returning(const std::vector<const Stmt
             // else: the rest of the function.
             {
                 ir::Region r = open_region({});
-                ops_ = &r.ops;
+                enter_list(&r.ops);
                 scopes_.emplace_back();
                 std::optional<Val> v = lower_returning(stmts, i + 1, tail, rt);
                 scopes_.pop_back();
@@ -339,7 +375,12 @@ void FunctionBuilder::poison_names(const Stmt& s) {
 }
 
 Val FunctionBuilder::lookup(const Ident& name) {
-    if (Binding_* b = find_binding(name.name)) return b->value;
+    if (Binding_* b = find_binding(name.name)) {
+        // A pending value whose sum was completed earlier is read completed: the
+        // completion is paid for, and reading it pending would sum it again.
+        if (b->value.kind == Val::Tensor && b->value.id != ir::kNoValue) return Val::tensor(completed_if_known(b->value.id));
+        return b->value;
+    }
     const Module& module = *in_.program_.modules[module_index_];
     for (const Item* item : module.items) {
         if (item->name.name != name.name) continue;

@@ -211,8 +211,11 @@ bool Inferer::is_mesh_param(const Item& fn, std::string_view name) {
 // Returns the function index of `fn` instantiated with `binding`, or -1 after errors.
 int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site) {
     std::string key = fmt::format("{}#{}", static_cast<const void*>(&fn), binding.key());
-    if (auto it = instances_.find(key); it != instances_.end()) return it->second;
+    if (auto it = instances_.find(key); it != instances_.end()) {
+        return failed_.count(it->second) ? -1 : it->second;  // a failed instance: its errors were reported
+    }
     if (active_.count(&fn)) return -1;  // recursion: reported by name resolution
+    if (options_.skip && options_.skip->count(&fn)) return -1;  // its errors were reported
     if (active_.size() >= kMaxCallDepth) {
         // Each level of a call chain is a level of the checker's recursion (and of
         // autodiff's inlining): a bounded depth instead of a stack overflow.
