@@ -187,6 +187,12 @@ void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* spec,
  * f64 normals within an ulp or two, the narrower dtypes practically always bitwise). */
 void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, int32_t dtype,
                    const meshrt_layout* layout, void* out);
+/* permutation(seed, n): the indices 0..n-1 sorted by the 64-bit key (x0 << 32 | x1) of
+ * Philox4x32-10 at counter i (as above), ties by index: a permutation that depends only
+ * on seed and n. Every device computes it whole (n log n) and writes its piece of the
+ * i64 vector. */
+void meshrt_permutation(meshrt_device* dev, int64_t seed, const meshrt_layout* layout,
+                        int64_t* out);
 
 /* Row lookup. The table's local piece has rows [row_offset, row_offset + rows) of the
  * global table (vocab_size rows) and `width` columns; for each of the n ids, out gets
@@ -237,6 +243,20 @@ void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
  * written as '<f4'. */
 void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
                  const meshrt_layout* layout, const void* local);
+
+/* .safetensors (the checkpoint of a struct, tuple or tensor: one tensor per leaf, named
+ * by its field path, "opt.m.w1", "state.1.w"). meshrt_load_tensor reads this device's
+ * piece of the tensor NAME (NULL or "": the file's only tensor) with positioned reads;
+ * a missing name, another dtype or shape, a truncated file or a malformed header fails
+ * the run naming the file and the tensor. meshrt_save_tensor assembles a leaf on device
+ * 0, which keeps it; meshrt_save_finish writes every kept leaf of PATH as one file
+ * (through a temporary and a rename, like meshrt_save) and ends with a barrier over all
+ * devices. dtypes F32 F64 F16 BF16 I32 I64 BOOL. */
+void meshrt_load_tensor(meshrt_device* dev, const char* path, const char* name, int32_t dtype,
+                        const meshrt_layout* layout, void* out);
+void meshrt_save_tensor(meshrt_device* dev, const char* path, const char* name, int32_t dtype,
+                        const meshrt_layout* layout, const void* local);
+void meshrt_save_finish(meshrt_device* dev, const char* path);
 
 typedef struct meshrt_print_arg {
     int32_t dtype;

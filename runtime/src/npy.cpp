@@ -4,7 +4,7 @@
 // piece is a contiguous slab (only the outermost split dim is split, or nothing is),
 // one per run when runs are long, else the slab of outermost rows it spans, cut in
 // memory. Save: device 0 assembles the global value (layout.h), writes it to an unnamed
-// file beside PATH and names it PATH only when complete (write_npy_file), so a failed
+// file beside PATH and names it PATH only when complete (write_file_atomically), so a failed
 // or killed run never leaves a partial file; every device then waits at a barrier so the
 // file exists when any device goes on.
 //
@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "src/dtype.h"
 #include "src/errors.h"
+#include "src/fileio.h"
 #include "src/layout.h"
 #include "src/runtime.h"
 #include "src/tensor.h"
@@ -182,6 +183,8 @@ private:
     size_t i_ = 0;
 };
 
+} // namespace
+
 bool read_exact(int fd, void* buf, size_t n, off_t offset) {
     char* p = static_cast<char*>(buf);
     while (n > 0) {
@@ -210,6 +213,8 @@ bool write_all(int fd, const void* buf, size_t n) {
     }
     return true;
 }
+
+namespace {
 
 /// Reads and checks the header; fails the run with a message naming the file.
 NpyHeader read_header(meshrt_device* dev, const std::string& what, int fd) {
@@ -273,6 +278,8 @@ std::string header_text(int32_t file_dt, const std::vector<int64_t>& shape) {
     return out + dict;
 }
 
+} // namespace
+
 /// Reads the box `local` at `offset` of a row-major array `global` stored at
 /// data_offset in fd (elements of `elem` bytes) into dst.
 bool read_piece(int fd, int64_t data_offset, size_t elem, const std::vector<int64_t>& global,
@@ -323,6 +330,8 @@ bool read_piece(int fd, int64_t data_offset, size_t elem, const std::vector<int6
     return true;
 }
 
+namespace {
+
 struct Fd {
     int fd = -1;
     ~Fd() {
@@ -331,7 +340,9 @@ struct Fd {
     }
 };
 
-/// Writes header + data as `path` so that no partial file ever appears, there or beside
+} // namespace
+
+/// Writes the chunks, in order, as `path` so that no partial file ever appears, there or beside
 /// it, however the process ends. The data goes to an unnamed file in path's directory
 /// (O_TMPFILE), which vanishes with the process even on SIGKILL (mpirun follows its
 /// SIGTERM with a SIGKILL within milliseconds); only when it is complete does it get a
@@ -339,15 +350,16 @@ struct Fd {
 /// O_TMPFILE (or it cannot be linked: no /proc), the data goes to PATH.tmp.PID directly.
 /// That name is registered while it exists, so a failure, SIGTERM or SIGINT removes it
 /// (errors.h).
-void write_npy_file(meshrt_device* dev, const std::string& what, const std::string& path,
-                    const std::string& header, const void* data, size_t data_bytes) {
+void write_file_atomically(meshrt_device* dev, const std::string& what, const std::string& path,
+                           const std::vector<std::pair<const void*, size_t>>& chunks) {
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     if (!register_temp_file(tmp))
         fail(dev, what + ": cannot create " + tmp +
                       (tmp.size() >= PATH_MAX ? ": path too long" : ": too many saves at once"));
     auto write_to = [&](int fd) {
-        if (!write_all(fd, header.data(), header.size()) || !write_all(fd, data, data_bytes))
-            fail(dev, what + ": cannot write: " + std::strerror(errno));
+        for (const auto& [data, bytes] : chunks)
+            if (!write_all(fd, data, bytes))
+                fail(dev, what + ": cannot write: " + std::strerror(errno));
     };
     auto close_and_publish = [&](Fd& f) {
         const int fd = f.fd;
@@ -385,7 +397,6 @@ void write_npy_file(meshrt_device* dev, const std::string& what, const std::stri
     close_and_publish(f);
 }
 
-} // namespace
 } // namespace meshrt
 
 using namespace meshrt;
@@ -472,7 +483,7 @@ extern "C" void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
             scope.arg("path", path);
             scope.arg("bytes", int64_t(data_bytes));
         }
-        write_npy_file(dev, what, path, header, data, data_bytes);
+        write_file_atomically(dev, what, path, {{header.data(), header.size()}, {data, data_bytes}});
     }
     // Every device waits for the file: a later load of it on any device sees it whole.
     comm::GroupMember world = rt.groups->world(dev);

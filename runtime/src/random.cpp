@@ -3,9 +3,12 @@
 // and no device needs to talk to another. Integer and bool dtypes take the float value
 // and convert it as C does (truncation toward zero; bool: nonzero), so a uniform i32 is
 // all zeros: the type checker is expected to allow only float dtypes.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <utility>
+#include <vector>
 
 #include "src/dtype.h"
 #include "src/errors.h"
@@ -101,4 +104,27 @@ extern "C" void meshrt_random(meshrt_device* dev, int32_t kind, int64_t seed, in
         if (d == size_t(-1))
             return;
     }
+}
+
+extern "C" void meshrt_permutation(meshrt_device* dev, int64_t seed, const meshrt_layout* layout,
+                                   int64_t* out) {
+    using namespace meshrt;
+    TraceScope scope(dev, "permutation");
+    Piece p = local_piece(dev, "permutation", layout);
+    if (!p.member)
+        return;
+    if (p.global_shape.size() != 1)
+        fail(dev, "permutation: a permutation is a vector");
+    const int64_t n = p.global_shape[0];
+    scope.arg("bytes", p.local_shape[0] * int64_t(sizeof(int64_t)));
+    // Every device sorts the whole 0..n by 64-bit Philox keys (ties by index) and keeps
+    // its piece: the same permutation on every mesh, layout and device count.
+    std::vector<std::pair<uint64_t, int64_t>> keyed(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const PhiloxCounter x = philox_for_index(seed, i);
+        keyed[size_t(i)] = {uint64_t(x[0]) << 32 | x[1], i};
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (int64_t i = 0; i < p.local_shape[0]; ++i)
+        out[i] = keyed[size_t(p.offset[0] + i)].second;
 }

@@ -182,6 +182,10 @@ private:
         decl("meshrt_arg_path", ptr_, {ptr_, i32_});
         decl("meshrt_check_slice", void_, {ptr_, i64_, i64_, i64_, ptr_});
         decl("meshrt_save", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
+        decl("meshrt_load_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
+        decl("meshrt_save_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
+        decl("meshrt_save_finish", void_, {ptr_, ptr_});
+        decl("meshrt_permutation", void_, {ptr_, i64_, ptr_, ptr_});
         decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
         decl("meshrt_trace_begin", void_, {ptr_, ptr_});
         decl("meshrt_trace_end", void_, {ptr_});
@@ -719,7 +723,13 @@ private:
             ValueId r = op.results[0];
             val_[r] = alloc(r);
             on_members(gtype(r).mesh,
-                       [&] { call("meshrt_load", {dev_, path_of(op), i32c(static_cast<int>(dt(r))), layout_of(gtype(r)), val_[r]}); },
+                       [&] {
+                           if (!op.names.empty()) {  // a .safetensors file: the tensor names[0]
+                               call("meshrt_load_tensor", {dev_, path_of(op), cstring(op.names[0]), i32c(static_cast<int>(dt(r))), layout_of(gtype(r)), val_[r]});
+                           } else {
+                               call("meshrt_load", {dev_, path_of(op), i32c(static_cast<int>(dt(r))), layout_of(gtype(r)), val_[r]});
+                           }
+                       },
                        [&] { zero(r, val_[r]); });
             return;
         }
@@ -848,6 +858,15 @@ private:
         case OpKind::Call: return call_op(op);
         case OpKind::Print: return print(op);
         case OpKind::Save: {
+            if (!op.names.empty()) {  // a .safetensors file: one tensor per operand, then the file
+                llvm::Value* path = path_of(op);
+                for (size_t i = 0; i < op.operands.size(); ++i) {
+                    ValueId x = op.operands[i];
+                    call("meshrt_save_tensor", {dev_, path, cstring(op.names[i]), i32c(static_cast<int>(dt(x))), layout_of(gtype(x)), val_[x]});
+                }
+                call("meshrt_save_finish", {dev_, path});
+                return;
+            }
             ValueId x = op.operands[0];
             // Every device of the program calls save (devices outside the value's mesh
             // contribute nothing; the runtime ends it with a barrier over all devices).
@@ -973,6 +992,9 @@ private:
             call("meshrt_random", {dev_, i32c(op.create == ir::CreateKind::RandomNormal ? 0 : 1),
                                    op.operands.empty() ? i64c(op.seed) : scalar_i64(op.operands[0]),
                                    i32c(static_cast<int>(t)), layout_of(gtype(r)), out});
+            return;
+        case ir::CreateKind::Permutation:
+            call("meshrt_permutation", {dev_, op.operands.empty() ? i64c(op.seed) : scalar_i64(op.operands[0]), layout_of(gtype(r)), out});
             return;
         }
     }

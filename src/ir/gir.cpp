@@ -153,6 +153,7 @@ std::string_view create_name(CreateKind kind) {
     case CreateKind::Iota: return "iota";
     case CreateKind::RandomNormal: return "random_normal";
     case CreateKind::RandomUniform: return "random_uniform";
+    case CreateKind::Permutation: return "permutation";
     }
     return "?";
 }
@@ -315,7 +316,8 @@ private:
         case OpKind::Create:
             out += " ";
             out += create_name(op.create);
-            if ((op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform) && op.operands.empty()) {
+            if ((op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform || op.create == CreateKind::Permutation) &&
+                op.operands.empty()) {
                 out += fmt::format(" seed {}", op.seed);
             }
             if (!op.operands.empty()) out += " seed";  // a run-time seed: the operand
@@ -328,7 +330,13 @@ private:
             if (!op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()) {
                 out += " arg " + quoted(module_.args[static_cast<size_t>(op.ints[0])].name);
             }
-            out += " " + quoted(op.text) + operands();
+            out += " " + quoted(op.text);
+            if (!op.names.empty()) {  // .safetensors: the tensor names
+                out += " [";
+                for (size_t i = 0; i < op.names.size(); ++i) out += (i ? ", " : "") + quoted(op.names[i]);
+                out += "]";
+            }
+            out += operands();
             break;
         case OpKind::Arg:
             out += !op.ints.empty() && op.ints[0] >= 0 && static_cast<size_t>(op.ints[0]) < module_.args.size()

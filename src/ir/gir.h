@@ -66,7 +66,7 @@ enum class Ew : uint8_t {
 };
 std::string_view ew_name(Ew ew);
 
-enum class CreateKind : uint8_t { Zeros, Ones, Full, Iota, RandomNormal, RandomUniform };
+enum class CreateKind : uint8_t { Zeros, Ones, Full, Iota, RandomNormal, RandomUniform, Permutation };
 std::string_view create_name(CreateKind kind);
 
 enum class ReduceKind : uint8_t { Sum, Mean, Max };
@@ -95,6 +95,9 @@ struct Op {
     double number = 0;
     int64_t seed = 0;
     std::vector<int64_t> ints;
+    /// Load and Save of a .safetensors file: the tensor names (Load: one; Save: one per
+    /// operand). Empty for .npy.
+    std::vector<std::string> names;
     AxisSet axes = 0;
     int32_t dim = -1;
     int32_t dim2 = -1;

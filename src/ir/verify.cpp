@@ -182,8 +182,14 @@ private:
             break;
         }
         case OpKind::Create:
+            if (op.create == CreateKind::Permutation) {
+                const TensorType& r = f_.types[op.results[0]];
+                if (r.rank() != 1 || r.dtype != DType::I64 || r.layout.partial) bad("a permutation is an i64 vector: " + type(op.results[0]));
+            }
             if (!op.operands.empty()) {
-                if (op.create != CreateKind::RandomNormal && op.create != CreateKind::RandomUniform) bad("only a random creation takes an operand (its seed)");
+                if (op.create != CreateKind::RandomNormal && op.create != CreateKind::RandomUniform && op.create != CreateKind::Permutation) {
+                    bad("only a random creation takes an operand (its seed)");
+                }
                 run_time_int(op.operands[0], "the seed", bad);
             }
             break;
@@ -204,6 +210,12 @@ private:
                  module_.args[static_cast<size_t>(op.ints[0])].kind != ProgramArg::Path)) {
                 bad("the path is not a path argument");
             }
+            if (op.kind == OpKind::Load && op.names.size() > 1) bad("a load reads one tensor");
+            if (op.kind == OpKind::Save && op.names.empty() && op.operands.size() != 1) bad("a .npy save writes one tensor");
+            if (op.kind == OpKind::Save && !op.names.empty() && op.names.size() != op.operands.size()) {
+                bad("a .safetensors save names each operand");
+            }
+            if (op.kind == OpKind::Print && !op.names.empty()) bad("print has no tensor names");
             break;
         case OpKind::Elementwise: check_elementwise(op, bad); break;
         case OpKind::Reduce: check_reduce(op, bad); break;

@@ -310,7 +310,10 @@ private:
             case OpKind::Call: out_ << " @" << ir::function_label(m_.global->functions[static_cast<size_t>(op.callee)]); break;
             case OpKind::Load:
             case OpKind::Save:
-            case OpKind::Print: out_ << " \"" << op.text << "\""; break;
+            case OpKind::Print:
+                out_ << " \"" << op.text << "\"";
+                if (!op.names.empty()) out_ << " [\"" << fmt::format("{}", fmt::join(op.names, "\", \"")) << "\"]";
+                break;
             case OpKind::Slice:
             case OpKind::Pad:
                 // A run-time start is the second operand.

@@ -122,6 +122,14 @@ def random_normal(seed, shape, dtype="f32"):
     return z.astype(_DT[dtype]).astype(np.float64).reshape(shape)
 
 
+def permutation(seed, n):
+    """meshrt_permutation: 0..n-1 sorted by the key (x0 << 32 | x1) of Philox at counter
+    i, ties by index (an int64 array)."""
+    w = _philox_words(seed, n)
+    key = (w[0].astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
+    return np.lexsort((np.arange(n), key)).astype(np.int64)
+
+
 # ----------------------------------------------------------------------------- math
 
 def f32(x):
@@ -269,6 +277,60 @@ def npy_bytes(arr, descr=None, shape=None, fortran=False, truncate=None):
     if truncate is not None:
         data = data[:truncate]
     return data
+
+
+
+# ----------------------------------------------------------------------------- .safetensors
+
+ST_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64,
+             "BOOL": np.bool_, "F16": np.float16}
+ST_NAMES = {np.dtype(v).str: k for k, v in ST_DTYPES.items()}
+
+
+def safetensors_bytes(tensors, dtypes=None, shapes=None, truncate=None, header=None):
+    """Hand-made .safetensors bytes from {name: array} (in order): an 8-byte little-endian
+    header length, the JSON header, the data. `dtypes`/`shapes` ({name: ...}) make the
+    header lie; `truncate` cuts the file to that many bytes; `header` replaces the JSON."""
+    import json
+    meta, data, off = {}, b"", 0
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr)
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        meta[name] = {"dtype": (dtypes or {}).get(name, ST_NAMES[a.dtype.str]),
+                      "shape": list((shapes or {}).get(name, a.shape)),
+                      "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    text = (header if header is not None else json.dumps(meta)).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    out = struct.pack("<Q", len(text)) + text + data
+    return out if truncate is None else out[:truncate]
+
+
+def read_safetensors(path):
+    """{name: array} of a .safetensors file (the names in file order); raises on a
+    malformed file."""
+    import json
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = json.loads(raw[8:8 + n].decode())
+    out = {}
+    base = 8 + n
+    for name, e in head.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        if e["dtype"] == "BF16":
+            bits = np.frombuffer(raw[base + b:base + end], dtype="<u2").astype(np.uint32) << 16
+            out[name] = bits.view(np.float32).reshape(e["shape"])
+            continue
+        dt = np.dtype(ST_DTYPES[e["dtype"]]).newbyteorder("<")
+        a = np.frombuffer(raw[base + b:base + end], dtype=dt)
+        if a.size != int(np.prod(e["shape"], dtype=np.int64)):
+            raise ValueError("tensor %s: %d elements for shape %s" % (name, a.size, e["shape"]))
+        out[name] = a.reshape(e["shape"]).astype(dt.newbyteorder("="))
+    return out
 
 
 def numgrad(f, x, h=1e-6):

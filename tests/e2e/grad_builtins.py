@@ -898,6 +898,7 @@ BUILTINS = {
     "iota": NOT("creation: integer positions"),
     "random_normal": NOT("creation: random numbers from a seed"),
     "random_uniform": NOT("creation: random numbers from a seed"),
+    "permutation": NOT("creation: an i64 permutation from a seed"),
     "exp": DIFF(gen_unary("exp", np.exp, "any")),
     "log": DIFF(gen_unary("log", np.log, "pos")),
     "sqrt": DIFF(gen_unary("sqrt", np.sqrt, "pos")),

@@ -70,7 +70,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import e2e_lib  # noqa: E402
-from e2e_lib import Expect  # noqa: E402
+from e2e_lib import Expect, read_safetensors  # noqa: E402
 
 # Programs that use grad / value_and_grad (an "autodiff is not supported by the back
 # end" build failure is a SKIP only with --allow-unsupported-autodiff).
@@ -273,6 +273,24 @@ def compare_arrays(got, want, dtype, rtol, atol, what, alternatives=None):
 def check_saved(path, exp, module, what):
     if not os.path.exists(path):
         raise Failure("%s: not written" % what)
+    if path.endswith(".safetensors"):
+        # A checkpoint: exp maps each tensor name to its expected value.
+        try:
+            got = read_safetensors(path)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("%s: not a readable .safetensors file: %s" % (what, e))
+        if list(got) != list(exp):
+            raise Failure("%s: tensors %s, want %s" % (what, list(got), list(exp)))
+        for name, e in exp.items():
+            g = got[name]
+            gdt = NPY_DTYPES.get(g.dtype.str, g.dtype.str)
+            want = e.value if isinstance(e, Expect) else e
+            wdt = e.dtype if isinstance(e, Expect) and e.dtype else NPY_DTYPES.get(np.asarray(want).dtype.str, "f64")
+            if gdt != wdt:
+                raise Failure("%s: tensor %s: dtype %s, want %s" % (what, name, gdt, wdt))
+            rtol, atol = tol_for(e, wdt, module)
+            compare_arrays(g, want, wdt, rtol, atol, "%s tensor %s" % (what, name))
+        return got
     try:
         got = np.load(path, allow_pickle=False)
     except Exception as e:  # noqa: BLE001
@@ -576,7 +594,7 @@ def same_bits(path_a, path_b):
         da, db = a.read(), b.read()
     if da == db:
         return True
-    if len(da) != len(db):
+    if len(da) != len(db) or not path_a.endswith(".npy"):
         return False
     x, y = np.load(path_a, allow_pickle=False), np.load(path_b, allow_pickle=False)
     if x.dtype.str != y.dtype.str or x.shape != y.shape or x.dtype.kind != "f":
@@ -595,7 +613,7 @@ def check_kept(res, tag, cdir, case, after):
     for k in case.keeps:
         path = os.path.join(cdir, k)
         try:
-            np.load(path)
+            read_safetensors(path) if path.endswith(".safetensors") else np.load(path)
         except Exception as e:  # noqa: BLE001
             res.fail("%s: %s, saved before the failure, is not a complete .npy file: %s" % (tag, k, e))
     return [f for f in after if f not in case.keeps]
@@ -804,6 +822,24 @@ def run_test(name, args, work_root, have_build):
             if hrc != 0 or miss:
                 res.fail("[%s] --help: exit status %s, lacks %s\n%s" % (vname, hrc, ", ".join(repr(s) for s in miss),
                                                                          indent(clip(hout + herr))))
+        # RESUME: the same run in parts (each an argv, run in turn in one directory, e.g.
+        # stop at a checkpoint, then resume from it); RESUME_SAME: files that must then be
+        # bitwise the good run's.
+        if getattr(module, "RESUME", None):
+            zdir = os.path.join(vdir, "resume")
+            os.makedirs(zdir)
+            write_inputs(zdir, inputs)
+            for part, argv in enumerate(module.RESUME):
+                zrc, zout, zerr, _ = run_cmd([exe] + args.run_flags + list(argv), cwd=zdir, timeout=args.run_timeout)
+                if zrc != 0:
+                    res.fail("[%s] resume part %d (%s) failed: %s\n%s" % (
+                        vname, part + 1, " ".join(argv), how_failed(zrc, args.run_timeout),
+                        indent(clip("stdout:\n" + zout + "\nstderr:\n" + zerr))))
+                    break
+            else:
+                for fname in module.RESUME_SAME:
+                    if not same_bits(os.path.join(zdir, fname), os.path.join(rdir, fname)):
+                        res.fail("[%s] resumed run: %s is not bitwise the uninterrupted run's" % (vname, fname))
         if args.comm == "mpi":
             # The simulated run's bad cases are the plain e2e's; here the MPI ones.
             check_mpi_run(res, args, exe, vdir, inputs, expected, module, bad_cases, out)
@@ -842,6 +878,16 @@ def run_test(name, args, work_root, have_build):
         except Failure as f:
             res.fail(str(f))
         for fname in sorted(set(s1) & set(s2)):
+            if isinstance(s1[fname], dict):  # a .safetensors checkpoint: tensor by tensor
+                for tname, e in expected[fname].items():
+                    dt = e.dtype if isinstance(e, Expect) and e.dtype else NPY_DTYPES.get(s1[fname][tname].dtype.str, "f64")
+                    rtol, atol = tol_for(e, dt, module)
+                    try:
+                        compare_arrays(s1[fname][tname], s2[fname][tname], dt, rtol, atol,
+                                       "declared vs all-1: %s tensor %s" % (fname, tname))
+                    except Failure as f:
+                        res.fail(str(f))
+                continue
             exp = expected[fname]
             dt = exp.dtype if isinstance(exp, Expect) and exp.dtype else NPY_DTYPES.get(s1[fname].dtype.str, "f64")
             rtol, atol = tol_for(exp, dt, module)

@@ -233,6 +233,10 @@ private:
     ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
     bool is_load_call(const Expr& e);
     ValueId lower_load(const Expr& call, const AggType& t);
+    Val lower_load_val(const Expr& call, const AggType& t);
+    static bool is_safetensors_path(std::string_view path);
+    void safetensors_leaves(const Val& v, const std::string& prefix,
+                            std::vector<std::pair<std::string, ValueId>>& out, Span span);
     int32_t default_mesh() const;
     ValueId scalar_condition(const Expr& e, DType want, const char* what);
 

@@ -317,7 +317,7 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
     }
     AggType t = struct_type(*item, inner);
     for (size_t i = 0; i < loads.size(); ++i) {
-        if (loads[i]) values[i] = Val::tensor(lower_load(*loads[i], t.elems[i]));
+        if (loads[i]) values[i] = lower_load_val(*loads[i], t.elems[i]);  // a tensor, or a struct/tuple field from a .safetensors file
     }
     Val v;
     v.kind = Val::Struct;

@@ -97,6 +97,19 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         if (!seed) ops_->back().operands = {seed_value};
         return v;
     }
+    case Builtin::permutation: {
+        // `permutation(seed, n)`: an i64 [n] permutation of 0..n, a function of the seed
+        // alone (the same on every mesh and device count); the seed may be a run-time value.
+        want(2, 2);
+        std::optional<int64_t> seed = const_int(*pos[0]);
+        ValueId seed_value = ir::kNoValue;
+        if (!seed) seed_value = run_time_int(*pos[0], "the seed of `permutation`");
+        int64_t n = int_arg(*pos[1]);
+        if (n < 0) fail(DiagCode::E0307, pos[1]->span, fmt::format("`permutation` takes a size n >= 0, found {}", n));
+        ValueId v = create(ir::CreateKind::Permutation, {n}, DType::I64, seed.value_or(0), 0);
+        if (!seed) ops_->back().operands = {seed_value};
+        return v;
+    }
     case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
     case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
         want(1, 1);
@@ -246,6 +259,47 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             text = path.text;
             save_arg = path.ints;
             first = 1;
+            if (is_safetensors_path(text)) {
+                // A checkpoint: every leaf of a tensor, tuple or struct, named by its
+                // field path, in one .safetensors file.
+                Val v = eval(*pos[1]);
+                std::vector<std::pair<std::string, ValueId>> leaves;
+                safetensors_leaves(v, "", leaves, pos[1]->span);
+                if (leaves.empty()) fail(DiagCode::E0309, pos[1]->span, "`save` of a value without tensors: the checkpoint would be empty");
+                ir::Op op{ir::OpKind::Save};
+                for (auto& [name, id] : leaves) {
+                    ValueId x = id;
+                    if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
+                    x = reduce_partial(x, type(x).layout.partial, pos[1]->span, "`save` needs the global value");
+                    op.operands.push_back(x);
+                    op.names.push_back(name.empty() ? "value" : name);
+                }
+                op.text = text;
+                op.ints = save_arg;
+                op.span = call.span;
+                ops_->push_back(std::move(op));
+                return ir::kNoValue;
+            }
+            if (pos[1]->kind != ExprKind::StringLit) {
+                Val v = eval(*pos[1]);
+                if (v.kind == Val::Tuple || v.kind == Val::Struct) {
+                    fail(DiagCode::E0322, pos[1]->span,
+                         fmt::format("a tuple or struct is saved in a .safetensors file, not in `{}`", text),
+                         {{"for example `save(\"ckpt.safetensors\", state)`", {}}});
+                }
+                if (v.kind == Val::Poison) throw Abandon{};
+                if (v.kind != Val::Tensor) lower_expr(*pos[1]);  // its diagnostic
+                ValueId x = v.id;
+                if (flexible_[x]) fix_layout(x, type(x).mesh, Layout::replicated(type(x).rank()));
+                x = reduce_partial(x, type(x).layout.partial, pos[1]->span, "`save` needs the global value");
+                ir::Op op{ir::OpKind::Save};
+                op.text = text;
+                op.ints = save_arg;
+                op.operands = {x};
+                op.span = call.span;
+                ops_->push_back(std::move(op));
+                return ir::kNoValue;
+            }
         }
         for (size_t i = first; i < pos.size(); ++i) {
             if (pos[i]->kind == ExprKind::StringLit) {

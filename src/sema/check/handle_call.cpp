@@ -16,11 +16,76 @@ ValueId FunctionBuilder::lower_load(const Expr& call, const AggType& t) {
     if (call.args.size() != 1 || call.args[0].label) {
         fail(DiagCode::E0309, call.span, "`load` takes one file name: `load(\"x.npy\")`");
     }
-    if (t.kind != AggType::Tensor) fail(DiagCode::E0309, call.span, "`load` reads one tensor");
+    if (t.kind != AggType::Tensor) fail(DiagCode::E0309, call.span, "`load` of a tuple or struct is written as the value of an annotated `let`");
     ir::Op op{ir::OpKind::Load};
     path_arg(*call.args[0].value, op, "`load` takes one file name: `load(\"x.npy\")` or a path argument");
+    if (is_safetensors_path(op.text)) op.names = {""};  // the file's only tensor
     op.span = call.span;
     return emit(std::move(op), t.tensor, t.dim_names);
+}
+
+bool FunctionBuilder::is_safetensors_path(std::string_view path) {
+    constexpr std::string_view ext = ".safetensors";
+    return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext;
+}
+
+// The leaves of a value saved as a checkpoint, in flatten's order, named by their field
+// path: struct fields by name, tuple elements by index, joined by '.' (`opt.m.w1`,
+// `state.1.w`); a lone tensor has the empty name.
+void FunctionBuilder::safetensors_leaves(const Val& v, const std::string& prefix,
+                                         std::vector<std::pair<std::string, ValueId>>& out, Span span) {
+    if (v.kind == Val::Poison) throw Abandon{};
+    auto join = [&](const std::string& s) { return prefix.empty() ? s : prefix + "." + s; };
+    switch (v.kind) {
+    case Val::Tensor: out.emplace_back(prefix, v.id); return;
+    case Val::Tuple:
+        for (size_t i = 0; i < v.elems.size(); ++i) safetensors_leaves(v.elems[i], join(std::to_string(i)), out, span);
+        return;
+    case Val::Struct:
+        for (size_t i = 0; i < v.elems.size(); ++i) safetensors_leaves(v.elems[i], join(std::string(v.fn->fields[i].name.name)), out, span);
+        return;
+    case Val::Path: fail(DiagCode::E0309, span, "expected a tensor, tuple or struct, found a file name");
+    default: fail(DiagCode::E0309, span, "a function is not a value here; call it");
+    }
+}
+
+// `let s: State = load("ckpt.safetensors")`: every leaf of the annotated tensor, tuple or
+// struct is the tensor of that name in the file (safetensors_leaves' names); a .npy file
+// holds one tensor.
+Val FunctionBuilder::lower_load_val(const Expr& call, const AggType& t) {
+    if (t.kind == AggType::Tensor) {
+        return Val::tensor(lower_load(call, t));
+    }
+    if (call.args.size() != 1 || call.args[0].label) {
+        fail(DiagCode::E0309, call.span, "`load` takes one file name: `load(\"ckpt.safetensors\")`");
+    }
+    ir::Op path;
+    path_arg(*call.args[0].value, path, "`load` takes one file name: `load(\"ckpt.safetensors\")` or a path argument");
+    if (!is_safetensors_path(path.text)) {
+        fail(DiagCode::E0322, call.span,
+             fmt::format("a tuple or struct is loaded from a .safetensors file, not from `{}`", path.text),
+             {{fmt::format("the annotation wants {}", agg_string(t)), {}}});
+    }
+    std::function<Val(const AggType&, const std::string&)> go = [&](const AggType& a, const std::string& prefix) -> Val {
+        auto join = [&](const std::string& s) { return prefix.empty() ? s : prefix + "." + s; };
+        if (a.kind == AggType::Tensor) {
+            ir::Op op{ir::OpKind::Load};
+            op.text = path.text;
+            op.ints = path.ints;
+            op.names = {prefix};
+            op.span = call.span;
+            return Val::tensor(emit(std::move(op), a.tensor, a.dim_names));
+        }
+        Val v;
+        v.kind = a.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
+        v.fn = a.item;
+        v.binding = a.binding;
+        for (size_t i = 0; i < a.elems.size(); ++i) {
+            v.elems.push_back(go(a.elems[i], join(a.kind == AggType::Tuple ? std::to_string(i) : std::string(a.item->fields[i].name.name))));
+        }
+        return v;
+    };
+    return go(t, "");
 }
 
 // ---------------------------------------------------------------- reshape

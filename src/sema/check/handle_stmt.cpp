@@ -8,7 +8,7 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
     switch (s.kind) {
     case StmtKind::Let: {
         if (s.type && is_load_call(*s.value)) {
-            bind_pattern(*s.pattern, Val::tensor(lower_load(*s.value, agg_type_from_ast(*s.type))), s.span);
+            bind_pattern(*s.pattern, lower_load_val(*s.value, agg_type_from_ast(*s.type)), s.span);
             return;
         }
         std::optional<AggType> annotated;
