@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/comm.h"
 #include "src/dtype.h"
 #include "src/errors.h"
@@ -72,250 +74,76 @@ struct Entry {
     int64_t begin = -1, end = -1;
 };
 
-/// The JSON of a safetensors header: an object of tensor entries and "__metadata__" (an
-/// object of strings, skipped). Anything else is a bad header.
-class JsonHeader {
-public:
-    explicit JsonHeader(const std::string& text) : s_(text) {}
-
-    /// false, with error(), on malformed JSON or entries.
-    bool parse(std::vector<std::pair<std::string, Entry>>* out) {
-        if (!eat('{'))
-            return bad("expected '{'");
-        if (eat('}'))
-            return end();
-        for (;;) {
-            std::string key;
-            if (!string(&key) || !eat(':'))
-                return bad("expected a name and ':'");
-            if (key == "__metadata__") {
-                if (!skip_value())
-                    return false;
-            } else {
-                Entry e;
-                if (!entry(key, &e))
-                    return false;
-                for (const auto& [k, _] : *out)
-                    if (k == key)
-                        return bad("tensor '" + key + "' appears twice");
-                out->emplace_back(key, std::move(e));
-            }
-            if (eat(','))
-                continue;
-            if (eat('}'))
-                return end();
-            return bad("expected ',' or '}'");
-        }
-    }
-    const std::string& error() const { return error_; }
-
-private:
-    bool end() {
-        skip();
-        return i_ == s_.size() || bad("text after the header object");
-    }
-    bool bad(const std::string& why) {
-        if (error_.empty())
-            error_ = why + " at byte " + std::to_string(i_) + " of the header";
+/// Reads the JSON of a safetensors header (nlohmann-json): an object of tensor entries
+/// and "__metadata__" (skipped). false, with `error`, on malformed JSON or entries.
+bool parse_header(const std::string& text, std::vector<std::pair<std::string, Entry>>* out, std::string* error) {
+    using nlohmann::json;
+    // The top-level keys as written: a name given twice is an error (a JSON object keeps
+    // only the last).
+    std::vector<std::string> keys;
+    json::parser_callback_t note_keys = [&keys](int depth, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::key && depth == 1) keys.push_back(parsed.get<std::string>());
+        return true;
+    };
+    json header;
+    try {
+        header = json::parse(text, note_keys);
+    } catch (const json::exception& e) {
+        *error = e.what();
         return false;
     }
-    void skip() {
-        while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-            ++i_;
-    }
-    bool eat(char c) {
-        skip();
-        if (i_ < s_.size() && s_[i_] == c) {
-            ++i_;
-            return true;
-        }
+    auto bad = [&](const std::string& why) {
+        *error = why;
         return false;
+    };
+    if (!header.is_object()) return bad("the header is not a JSON object");
+    std::sort(keys.begin(), keys.end());
+    if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end()) {
+        return bad("tensor '" + *dup + "' appears twice");
     }
-    bool string(std::string* out) {
-        skip();
-        if (i_ >= s_.size() || s_[i_] != '"')
-            return bad("expected a string");
-        ++i_;
-        out->clear();
-        while (i_ < s_.size() && s_[i_] != '"') {
-            char c = s_[i_++];
-            if (c != '\\') {
-                *out += c;
-                continue;
-            }
-            if (i_ >= s_.size())
-                break;
-            char e = s_[i_++];
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                *out += e;
-                break;
-            case 'n':
-                *out += '\n';
-                break;
-            case 't':
-                *out += '\t';
-                break;
-            case 'r':
-                *out += '\r';
-                break;
-            case 'b':
-                *out += '\b';
-                break;
-            case 'f':
-                *out += '\f';
-                break;
-            case 'u': { // code points below 0x80 only; others are kept as written
-                if (i_ + 4 > s_.size())
-                    return bad("bad \\u escape");
-                unsigned v = 0;
-                for (int k = 0; k < 4; ++k) {
-                    char h = s_[i_ + size_t(k)];
-                    v = v * 16 + unsigned(h >= '0' && h <= '9'   ? h - '0'
-                                          : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                          : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                                                 : 99);
-                }
-                if (v > 0xffff)
-                    return bad("bad \\u escape");
-                if (v < 0x80)
-                    *out += char(v);
-                else
-                    *out += "\\u" + s_.substr(i_, 4);
-                i_ += 4;
-                break;
-            }
-            default:
-                return bad("bad escape in a string");
-            }
+    auto integers = [](const json& v, std::vector<int64_t>* xs) {
+        if (!v.is_array()) return false;
+        for (const json& x : v) {
+            if (!x.is_number_unsigned() || x.get<uint64_t>() > uint64_t(INT64_MAX)) return false;
+            xs->push_back(int64_t(x.get<uint64_t>()));
         }
-        if (i_ >= s_.size())
-            return bad("unterminated string");
-        ++i_;
         return true;
-    }
-    bool integer(int64_t* out) {
-        skip();
-        size_t digits = 0;
-        int64_t v = 0;
-        while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
-            if (v > (INT64_MAX - 9) / 10)
-                return bad("integer too large");
-            v = v * 10 + (s_[i_++] - '0');
-            ++digits;
-        }
-        if (!digits)
-            return bad("expected a non-negative integer");
-        *out = v;
-        return true;
-    }
-    bool int_list(std::vector<int64_t>* out) {
-        if (!eat('['))
-            return bad("expected '['");
-        if (eat(']'))
-            return true;
-        for (;;) {
-            int64_t v = 0;
-            if (!integer(&v))
-                return false;
-            out->push_back(v);
-            if (eat(']'))
-                return true;
-            if (!eat(','))
-                return bad("expected ',' or ']'");
-        }
-    }
-    bool entry(const std::string& name, Entry* e) {
-        if (!eat('{'))
-            return bad("tensor '" + name + "': expected '{'");
+    };
+    for (const auto& [name, value] : header.items()) {
+        if (name == "__metadata__") continue;
+        if (!value.is_object()) return bad("tensor '" + name + "': expected an object");
+        Entry e;
         bool have_dtype = false, have_shape = false, have_offsets = false;
-        if (!eat('}')) {
-            for (;;) {
-                std::string key;
-                if (!string(&key) || !eat(':'))
-                    return false;
-                if (key == "dtype") {
-                    if (!string(&e->dtype))
-                        return false;
-                    have_dtype = true;
-                } else if (key == "shape") {
-                    if (!int_list(&e->shape))
-                        return false;
-                    have_shape = true;
-                } else if (key == "data_offsets") {
-                    std::vector<int64_t> o;
-                    if (!int_list(&o))
-                        return false;
-                    if (o.size() != 2 || o[0] > o[1])
-                        return bad("tensor '" + name + "': data_offsets must be [BEGIN, END]");
-                    e->begin = o[0];
-                    e->end = o[1];
-                    have_offsets = true;
-                } else {
-                    return bad("tensor '" + name + "': unknown key '" + key + "'");
+        for (const auto& [key, v] : value.items()) {
+            if (key == "dtype") {
+                if (!v.is_string()) return bad("tensor '" + name + "': dtype must be a string");
+                e.dtype = v.get<std::string>();
+                have_dtype = true;
+            } else if (key == "shape") {
+                if (!integers(v, &e.shape)) return bad("tensor '" + name + "': shape must be a list of non-negative integers");
+                have_shape = true;
+            } else if (key == "data_offsets") {
+                std::vector<int64_t> o;
+                if (!integers(v, &o) || o.size() != 2 || o[0] > o[1]) {
+                    return bad("tensor '" + name + "': data_offsets must be [BEGIN, END]");
                 }
-                if (eat('}'))
-                    break;
-                if (!eat(','))
-                    return bad("expected ',' or '}'");
+                e.begin = o[0];
+                e.end = o[1];
+                have_offsets = true;
+            } else {
+                return bad("tensor '" + name + "': unknown key '" + key + "'");
             }
         }
-        if (!have_dtype || !have_shape || !have_offsets)
+        if (!have_dtype || !have_shape || !have_offsets) {
             return bad("tensor '" + name + "' lacks dtype, shape or data_offsets");
-        return true;
-    }
-    bool skip_value() {
-        skip();
-        if (i_ >= s_.size())
-            return bad("expected a value");
-        std::string tmp;
-        if (s_[i_] == '"')
-            return string(&tmp);
-        if (s_[i_] == '{' || s_[i_] == '[') {
-            const char close = s_[i_] == '{' ? '}' : ']';
-            ++i_;
-            if (eat(close))
-                return true;
-            for (;;) {
-                if (close == '}' && (!string(&tmp) || !eat(':')))
-                    return bad("expected a key");
-                if (!skip_value())
-                    return false;
-                if (eat(close))
-                    return true;
-                if (!eat(','))
-                    return bad("expected ','");
-            }
         }
-        // A number, true, false or null.
-        size_t start = i_;
-        while (i_ < s_.size() && s_[i_] != '\0' && std::strchr("+-.0123456789eEtruefalsn", s_[i_]))
-            ++i_;
-        return i_ > start || bad("expected a value");
+        out->emplace_back(name, std::move(e));
     }
-
-    const std::string& s_;
-    size_t i_ = 0;
-    std::string error_;
-};
+    return true;
+}
 
 std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
-            out += buf;
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 struct Fd {
@@ -387,9 +215,9 @@ extern "C" void meshrt_load_tensor(meshrt_device* dev, const char* path, const c
     if (!read_exact(f.fd, text.data(), header_len, 8))
         fail(dev, what + ": read error");
     std::vector<std::pair<std::string, Entry>> entries;
-    JsonHeader parser(text);
-    if (!parser.parse(&entries))
-        fail(dev, what + ": bad header: " + parser.error());
+    std::string header_error;
+    if (!parse_header(text, &entries, &header_error))
+        fail(dev, what + ": bad header: " + header_error);
     const Entry* e = nullptr;
     std::string found_name = want_name;
     if (want_name.empty()) {
