@@ -14,21 +14,29 @@ bool has_size_variables(const Item& fn, const Module& module) {
         return false;
     };
     bool found = false;
-    auto visit_dim = [&](auto& self, const Dim& d) -> void {
+    for_each_signature_part(fn, [&](const Dim& d) {
         if (d.kind == DimKind::Var && !is_mesh(d.name.name)) found = true;
+    });
+    return found;
+}
+
+void for_each_signature_part(const Item& fn, const std::function<void(const Dim&)>& on_dim,
+                             const std::function<void(const Type&)>& on_type) {
+    std::function<void(const Dim&)> visit_dim = [&](const Dim& d) {
+        on_dim(d);
         if (d.kind == DimKind::Binary) {
-            self(self, *d.lhs);
-            self(self, *d.rhs);
+            visit_dim(*d.lhs);
+            visit_dim(*d.rhs);
         }
     };
-    auto visit_type = [&](auto& self, const Type& t) -> void {
-        for (const Dim* d : t.shape) visit_dim(visit_dim, *d);
-        for (const Dim* d : t.args) visit_dim(visit_dim, *d);
-        for (const Type* e : t.elements) self(self, *e);
+    std::function<void(const Type&)> visit_type = [&](const Type& t) {
+        if (on_type) on_type(t);
+        for (const Dim* d : t.shape) visit_dim(*d);
+        for (const Dim* d : t.args) visit_dim(*d);
+        for (const Type* e : t.elements) visit_type(*e);
     };
-    for (const Param& p : fn.params) visit_type(visit_type, *p.type);
-    if (fn.result) visit_type(visit_type, *fn.result);
-    return found;
+    for (const Param& p : fn.params) visit_type(*p.type);
+    if (fn.result) visit_type(*fn.result);
 }
 
 bool compare(CmpOp op, int64_t a, int64_t b) {

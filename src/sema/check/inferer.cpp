@@ -56,41 +56,34 @@ void Inferer::probe(const Item& fn) {
     size_t next = 0;
     std::set<std::string_view> axes_used;
     bool ok = true;
-    auto visit_dim = [&](auto& self, const Dim& d) -> void {
-        if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name)) {
-            if (next >= std::size(kFactors)) {
-                ok = false;
-                return;
-            }
-            b.sizes[d.name.name] = base * kFactors[next++];
-        }
-        if (d.kind == DimKind::Axis) axes_used.insert(d.axis.name);
-        if (d.kind == DimKind::Binary) {
-            self(self, *d.lhs);
-            self(self, *d.rhs);
-        }
-    };
-    auto visit_type = [&](auto& self, const Type& t) -> void {
-        for (const Dim* d : t.shape) visit_dim(visit_dim, *d);
-        for (const Dim* d : t.args) visit_dim(visit_dim, *d);
-        for (const Type* e : t.elements) self(self, *e);
-        if (t.layout) {
-            for (const LayoutEntry& e : t.layout->entries) {
-                for (const Ident& a : e.axes) axes_used.insert(a.name);
-            }
-        }
-        if (t.partial) {
-            for (const Ident& a : *t.partial) axes_used.insert(a.name);
-        }
-    };
     for (const GenericParam& g : fn.generics) {
         if (!is_mesh_param(fn, g.name.name) && !b.sizes.count(g.name.name)) {
             if (next >= std::size(kFactors)) return;
             b.sizes[g.name.name] = base * kFactors[next++];
         }
     }
-    for (const Param& p : fn.params) visit_type(visit_type, *p.type);
-    if (fn.result) visit_type(visit_type, *fn.result);
+    for_each_signature_part(
+        fn,
+        [&](const Dim& d) {
+            if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name)) {
+                if (next >= std::size(kFactors)) {
+                    ok = false;
+                    return;
+                }
+                b.sizes[d.name.name] = base * kFactors[next++];
+            }
+            if (d.kind == DimKind::Axis) axes_used.insert(d.axis.name);
+        },
+        [&](const Type& t) {
+            if (t.layout) {
+                for (const LayoutEntry& e : t.layout->entries) {
+                    for (const Ident& a : e.axes) axes_used.insert(a.name);
+                }
+            }
+            if (t.partial) {
+                for (const Ident& a : *t.partial) axes_used.insert(a.name);
+            }
+        });
     if (!ok) return;
     for (const GenericParam& g : fn.generics) {
         if (!is_mesh_param(fn, g.name.name)) continue;
