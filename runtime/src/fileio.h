@@ -3,7 +3,9 @@
 // when it is complete.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +16,23 @@
 #include "meshrt.h"
 
 namespace meshrt {
+
+/// A file descriptor, closed when it goes out of scope.
+struct Fd {
+    int fd = -1;
+    Fd() = default;
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd() {
+        if (fd >= 0)
+            close(fd);
+    }
+};
+
+/// Opens `path` to load from into f, with its status in *st: it must be a regular file
+/// (a FIFO without a writer, or a device, is refused at once, without waiting); fails the
+/// run with a message starting with `what` otherwise.
+void open_for_load(meshrt_device* dev, const std::string& what, const char* path, Fd& f, struct stat* st);
 
 /// pread of exactly n bytes at offset (false on an error or end of file).
 bool read_exact(int fd, void* buf, size_t n, off_t offset);

@@ -185,6 +185,16 @@ private:
 
 } // namespace
 
+void open_for_load(meshrt_device* dev, const std::string& what, const char* path, Fd& f, struct stat* st) {
+    // O_NONBLOCK: opening a FIFO without a writer would wait for one forever; it (like
+    // a device) is refused below. On a regular file O_NONBLOCK changes nothing.
+    f.fd = open(path ? path : "", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (f.fd < 0)
+        fail(dev, what + ": cannot open: " + std::strerror(errno));
+    if (fstat(f.fd, st) != 0 || !S_ISREG(st->st_mode))
+        fail(dev, what + ": not a regular file");
+}
+
 bool read_exact(int fd, void* buf, size_t n, off_t offset) {
     char* p = static_cast<char*>(buf);
     while (n > 0) {
@@ -330,18 +340,6 @@ bool read_piece(int fd, int64_t data_offset, size_t elem, const std::vector<int6
     return true;
 }
 
-namespace {
-
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0)
-            close(fd);
-    }
-};
-
-} // namespace
-
 /// Writes the chunks, in order, as `path` so that no partial file ever appears, there or beside
 /// it, however the process ends. The data goes to an unnamed file in path's directory
 /// (O_TMPFILE), which vanishes with the process even on SIGKILL (mpirun follows its
@@ -411,14 +409,8 @@ extern "C" void meshrt_load(meshrt_device* dev, const char* path, int32_t dtype,
     if (!p.member)
         return;
     Fd f;
-    // O_NONBLOCK: opening a FIFO without a writer would wait for one forever; it (like
-    // a device) is refused below. On a regular file O_NONBLOCK changes nothing.
-    f.fd = open(path ? path : "", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (f.fd < 0)
-        fail(dev, what + ": cannot open: " + std::strerror(errno));
     struct stat st;
-    if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
-        fail(dev, what + ": not a regular file");
+    open_for_load(dev, what, path, f, &st);
     NpyHeader h = read_header(dev, what, f.fd);
     const int32_t want = file_dtype(dtype);
     const std::string expected =

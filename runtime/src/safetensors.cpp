@@ -146,14 +146,6 @@ std::string json_string(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0)
-            close(fd);
-    }
-};
-
 /// A tensor waiting in device 0's memory for meshrt_save_finish.
 struct Pending {
     std::string path, name;
@@ -192,12 +184,8 @@ extern "C" void meshrt_load_tensor(meshrt_device* dev, const char* path, const c
     if (!p.member)
         return;
     Fd f;
-    f.fd = open(path ? path : "", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (f.fd < 0)
-        fail(dev, what + ": cannot open: " + std::strerror(errno));
     struct stat st;
-    if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
-        fail(dev, what + ": not a regular file");
+    open_for_load(dev, what, path, f, &st);
     unsigned char len8[8];
     if (st.st_size < 8 || !read_exact(f.fd, len8, 8, 0))
         fail(dev, what + ": not a .safetensors file: shorter than its 8-byte header length");
