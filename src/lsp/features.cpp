@@ -303,6 +303,7 @@ std::string symbol_word(sema::SymbolKind k) {
     case sema::SymbolKind::LoopVariable: return "loop variable";
     case sema::SymbolKind::SizeVariable: return "size variable";
     case sema::SymbolKind::MeshParameter: return "mesh parameter";
+    case sema::SymbolKind::TypeParameter: return "parameter type (`Params`)";
     }
     return "name";
 }
@@ -520,6 +521,7 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
             break;
         }
         case sema::SymbolKind::SizeVariable:
+        case sema::SymbolKind::TypeParameter:
         case sema::SymbolKind::MeshParameter: {
             md = fmt::format("{} `{}`", symbol_word(ref->kind), name);
             std::set<std::string> values;
@@ -802,6 +804,7 @@ json semantic_tokens(const Analysis& a, Positions& pos) {
                 case sema::SymbolKind::Variable:
                 case sema::SymbolKind::LoopVariable: type = TVariable; break;
                 case sema::SymbolKind::SizeVariable:
+                case sema::SymbolKind::TypeParameter:
                 case sema::SymbolKind::MeshParameter: type = TTypeParameter; break;
                 }
             } else if (i + 1 < tokens.size() && tokens[i + 1].kind == K::LParen &&

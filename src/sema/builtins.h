@@ -14,7 +14,7 @@ enum class Builtin : uint8_t {
 
 struct BuiltinInfo {
     std::string_view name;
-    std::string_view group;  // create, elementwise, reduce, shape, contract, lookup, comm, ad, io
+    std::string_view group;  // create, elementwise, reduce, shape, contract, lookup, comm, ad, io, tree
 };
 
 const BuiltinInfo& builtin_info(Builtin b);

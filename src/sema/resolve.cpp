@@ -260,6 +260,7 @@ private:
     struct FnScope {
         std::map<std::string_view, Span> size_vars;
         std::map<std::string_view, Span> mesh_params;
+        std::map<std::string_view, Span> type_params;  // `P: Params`
         std::vector<std::unordered_map<std::string_view, Local>> locals;
         const Item* item = nullptr;
     };
@@ -267,24 +268,35 @@ private:
     void declare_generics(const std::vector<GenericParam>& generics, FnScope& scope) {
         for (const GenericParam& g : generics) {
             bool is_mesh = false;
+            bool is_type = false;
             bool unknown_kind = false;
             if (g.kind) {
                 if (g.kind->name == "Mesh") {
                     is_mesh = true;
+                } else if (g.kind->name == "Params") {
+                    is_type = true;
                 } else if (g.kind->name != "Dim") {
                     unknown_kind = true;
                     diags_.emit(DiagCode::E0207, g.kind->span,
                                 fmt::format("unknown kind `{}` for generic parameter `{}`",
                                             g.kind->name, g.name.name))
-                        .note("a generic parameter is a mesh (`M: Mesh`) or a size (`B` or `B: Dim`)");
+                        .note("a generic parameter is a mesh (`M: Mesh`), a size (`B` or `B: Dim`) "
+                              "or a parameter type (`P: Params`)");
                 }
             }
-            const std::map<std::string_view, Span>& declared =
-                scope.size_vars.count(g.name.name) ? scope.size_vars : scope.mesh_params;
-            if (auto first = declared.find(g.name.name); first != declared.end()) {
+            const std::map<std::string_view, Span>* declared = nullptr;
+            for (const auto* m : {&scope.size_vars, &scope.mesh_params, &scope.type_params}) {
+                if (!declared && m->count(g.name.name)) declared = m;
+            }
+            if (declared) {
                 diags_.emit(DiagCode::E0204, g.name.span,
                             fmt::format("generic parameter `{}` declared twice", g.name.name))
-                    .note("first declared here", first->second);
+                    .note("first declared here", declared->at(g.name.name));
+                continue;
+            }
+            if (is_type) {
+                scope.type_params.emplace(g.name.name, g.name.span);
+                record(g.name.span, g.name.span, SymbolKind::TypeParameter);
                 continue;
             }
             // A parameter of unknown kind is accepted both as a mesh and as a size, so
@@ -398,6 +410,12 @@ private:
             std::string_view name = dim.name.name;
             if (auto var = scope.size_vars.find(name); var != scope.size_vars.end()) {
                 record(dim.name.span, var->second, SymbolKind::SizeVariable);
+                return;
+            }
+            if (auto tp = scope.type_params.find(name); tp != scope.type_params.end()) {
+                diags_.emit(DiagCode::E0209, dim.span,
+                            fmt::format("`{}` is a parameter type (`{}: Params`), not a size", name, name))
+                    .note("declared here", tp->second);
                 return;
             }
             if (scope.mesh_params.count(name) ||
@@ -532,6 +550,17 @@ private:
     }
 
     void resolve_named_type(const Type& type, FnScope& scope, DimMode mode) {
+        if (!type.module) {
+            if (auto tp = scope.type_params.find(type.name.name); tp != scope.type_params.end()) {
+                record(type.name.span, tp->second, SymbolKind::TypeParameter);
+                if (!type.args.empty()) {
+                    diags_.emit(DiagCode::E0303, type.span,
+                                fmt::format("`{}` is a parameter type (`{}: Params`): it takes no generic arguments",
+                                            type.name.name, type.name.name));
+                }
+                return;
+            }
+        }
         if (resolve_struct_type(type, scope, mode) || mode != DimMode::Signature) return;
         // The struct was reported; its arguments are not checked against it, but their
         // size variables are still declared by the signature, so that the body and the
@@ -601,7 +630,19 @@ private:
             const Dim& arg = *type.args[i];
             const GenericParam& param = target->generics[i];
             bool wants_mesh = param.kind && param.kind->name == "Mesh";
-            if (wants_mesh) {
+            bool wants_type = param.kind && param.kind->name == "Params";
+            if (wants_type) {
+                auto tp = arg.kind == DimKind::Var ? scope.type_params.find(arg.name.name) : scope.type_params.end();
+                if (tp == scope.type_params.end()) {
+                    diags_.emit(DiagCode::E0209, arg.span,
+                                fmt::format("generic parameter `{}` of `{}` is a parameter type; pass a "
+                                            "`Params` parameter of this function",
+                                            param.name.name, target->name.name))
+                        .note("to name a concrete state type, let inference give it: `let s = init(p);`");
+                } else {
+                    record(arg.span, tp->second, SymbolKind::TypeParameter);
+                }
+            } else if (wants_mesh) {
                 if (arg.kind != DimKind::Var) {
                     diags_.emit(DiagCode::E0209, arg.span,
                                 fmt::format("generic parameter `{}` of `{}` is a mesh; found a size",

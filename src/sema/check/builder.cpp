@@ -14,6 +14,14 @@ FunctionBuilder::FunctionBuilder(Inferer& inferer, ir::Function& f, const Item& 
         if (a.name.name == "explicit_comm") explicit_comm_ = true;
         if (a.name.name == "checkpoint") f.checkpoint = true;
     }
+    // This instance's `P: Params` types: its values of type P are opaque in the body
+    // (only leaf-wise operations apply), whatever P is bound to.
+    for (auto& [name, t] : binding_.types) {
+        if (t->kind == AggType::Tensor) continue;
+        auto tagged = std::make_shared<AggType>(*t);
+        tagged->type_param = name;
+        t = std::move(tagged);
+    }
 }
 
 void FunctionBuilder::fail(DiagCode code, Span span, std::string message,

@@ -21,6 +21,7 @@
 //   handle_contract.cpp    matmul, einsum, reductions
 //   handle_call.cpp        calls of user functions and of grad, loads, reshapes, arguments
 //   handle_builtin.cpp     the built-ins
+//   handle_tree.cpp        built-ins over parameter trees (leaf-wise, zeros_like, global_norm)
 //   inferer.cpp            instances, probing generic functions, infer_program()
 // Internal to sema/check: nothing outside it includes this header.
 #pragma once
@@ -78,14 +79,22 @@ inline std::string mesh_axis_list(const Mesh& mesh, const sema::AxisList& axes) 
     return s;
 }
 
+struct AggType;
+
 struct Binding {
     std::map<std::string_view, int64_t> sizes;
     std::map<std::string_view, int32_t> meshes;  // generic mesh parameter -> module mesh
+    // `P: Params` parameters: the tensor, tuple or struct type each stands for, and that
+    // type spelled out in full (element types, shapes, meshes, layouts) for the key.
+    std::map<std::string_view, std::shared_ptr<const AggType>> types;
+    std::map<std::string_view, std::string> type_keys;
+    std::map<std::string_view, std::string> type_names;  // for messages: `struct Mlp`
 
     /// `B = 8, D = 16` for messages.
     std::string describe() const {
         std::string out;
         for (const auto& [n, v] : sizes) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, v);
+        for (const auto& [n, t] : type_names) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, t);
         return out;
     }
 
@@ -93,6 +102,7 @@ struct Binding {
         std::string k;
         for (const auto& [n, v] : sizes) k += fmt::format("{}={};", n, v);
         for (const auto& [n, m] : meshes) k += fmt::format("{}=@{};", n, m);
+        for (const auto& [n, t] : type_keys) k += fmt::format("{}=<{}>;", n, t);
         return k;
     }
 };
@@ -109,6 +119,9 @@ struct Val {
     size_t module = 0;
     std::vector<Val> elems;              // Tuple elements; Struct fields in declaration order
     std::shared_ptr<Binding> binding;    // Struct: its generic arguments
+    // Tuple, Struct: the `P: Params` parameter of the function being checked that is this
+    // value's type, or empty. Such a value is opaque: only leaf-wise operations apply.
+    std::string_view opaque;
 
     static Val tensor(ValueId v) { return Val{Tensor, v}; }
 };
@@ -122,6 +135,7 @@ struct AggType {
     const Item* item = nullptr;          // Struct
     std::shared_ptr<Binding> binding;    // Struct: its generic arguments
     const Item* item_module_hint = nullptr;
+    std::string_view type_param;         // Tuple, Struct: see Val::opaque
 };
 
 class Inferer;
@@ -206,7 +220,23 @@ private:
     Val unflatten(const AggType& t, const std::vector<ValueId>& values, size_t& next);
     std::string agg_string(const AggType& t) const;
     Val coerce_val(Val v, const AggType& t, Span span, const std::string& reason, bool inserted = true);
-    void bind_generics(const Type& param, const Val& arg, Binding& b, Span span);
+    void bind_generics(const Type& param, const Val& arg, Binding& b, Span span, const Item* owner = nullptr);
+    /// Binds the `P: Params` parameter `name` of `owner` to the type of `arg` (E0307 when
+    /// a leaf is not a float tensor).
+    void bind_params_type(std::string_view name, const Val& arg, Binding& b, Span span);
+    /// A full spelling of an aggregate type (item, leaves with meshes and layouts).
+    std::string agg_key(const AggType& t) const;
+    /// Leaf-wise application of an element-wise operation: the aggregate operands must
+    /// have one structure; a tensor operand must be a scalar and joins every leaf.
+    Val leafwise(const std::vector<Val>& operands, Span span, std::string_view what,
+                 const std::function<ValueId(const std::vector<ValueId>&)>& apply);
+    /// Values already lowered for an operand expression (leaf-wise application).
+    std::map<const Expr*, ValueId> operand_override_;
+    /// `zeros_like`, `ones_like`, `global_norm`: built-ins over any tensor, tuple or struct.
+    Val lower_tree_builtin(Builtin b, const Expr& call);
+    /// An element-wise built-in (or operator) applied to aggregates leaf by leaf.
+    Val lower_elementwise_builtin(Builtin b, const Expr& call);
+    [[noreturn]] void opaque_error(const Val& v, Span span, std::string_view what);
     Val struct_literal(const Expr& e);
     bool open_mesh_ok(const Item& item, const std::vector<Val>& values, const std::vector<const Expr*>& loads) const;
     void keep_generic_meshes(const Item& item, Binding& b);
@@ -242,6 +272,8 @@ private:
 
     // expressions
     ValueId lower_expr(const Expr& e);
+    /// lower_expr of a value evaluated already (`e` is its expression, for messages).
+    ValueId tensor_of(const Val& v, const Expr& e);
     Val eval(const Expr& e);
     Val lookup(const Ident& name);
     ValueId constant(double value, DType dtype, bool weak, Span span);
@@ -327,6 +359,7 @@ public:
     /// A generic function that nothing instantiates is still type-checked (see inferer.cpp).
     void probe(const Item& fn);
     static bool is_mesh_param(const Item& fn, std::string_view name);
+    static bool is_params_param(const Item& fn, std::string_view name);
     static constexpr size_t kMaxCallDepth = 512;
     /// The function index of `fn` instantiated with `binding`, or -1 after errors.
     int32_t instantiate(const Item& fn, size_t module_index, Binding binding, Span call_site);

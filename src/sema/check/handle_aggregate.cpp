@@ -20,12 +20,25 @@ AggType FunctionBuilder::agg_type_from_ast(const Type& t) {
         return a;
     case TypeKind::Named: break;
     }
+    if (!t.module) {
+        // A `P: Params` parameter: the type it is bound to in this instance.
+        if (auto it = binding_.types.find(t.name.name); it != binding_.types.end()) return *it->second;
+    }
     const Item* item = find_struct(t);
     Binding inner;
     for (size_t i = 0; i < item->generics.size() && i < t.args.size(); ++i) {
         const GenericParam& g = item->generics[i];
         const Dim& arg = *t.args[i];
-        if (g.kind && g.kind->name == "Mesh") {
+        if (g.kind && g.kind->name == "Params") {
+            auto it = binding_.types.find(arg.name.name);
+            if (it == binding_.types.end()) {
+                fail(DiagCode::E0310, arg.span,
+                     fmt::format("the parameter type `{}` is not known here", arg.name.name));
+            }
+            inner.types[g.name.name] = it->second;
+            inner.type_keys[g.name.name] = binding_.type_keys.at(arg.name.name);
+            inner.type_names[g.name.name] = binding_.type_names.at(arg.name.name);
+        } else if (g.kind && g.kind->name == "Mesh") {
             inner.meshes[g.name.name] = mesh_index(arg.name);
         } else {
             inner.sizes[g.name.name] = eval_dim(arg);
@@ -92,6 +105,7 @@ Val FunctionBuilder::unflatten(const AggType& t, const std::vector<ValueId>& val
     v.kind = t.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
     v.fn = t.item;
     v.binding = t.binding;
+    v.opaque = t.type_param;
     for (const AggType& e : t.elems) v.elems.push_back(unflatten(e, values, next));
     return v;
 }
@@ -127,12 +141,60 @@ Val FunctionBuilder::coerce_val(Val v, const AggType& t, Span span, const std::s
         v.elems[i] = coerce_val(std::move(v.elems[i]), t.elems[i], span, field + reason, inserted);
     }
     v.binding = t.binding;
+    v.opaque = t.type_param;
     return v;
+}
+
+std::string FunctionBuilder::agg_key(const AggType& t) const {
+    switch (t.kind) {
+    case AggType::Tensor: return type_str(t.tensor);
+    case AggType::Tuple:
+    case AggType::Struct: {
+        std::string s = t.kind == AggType::Tuple ? "(" : fmt::format("{}@{}{{", t.item->name.name, static_cast<const void*>(t.item));
+        for (size_t i = 0; i < t.elems.size(); ++i) s += (i ? ", " : "") + agg_key(t.elems[i]);
+        return s + (t.kind == AggType::Tuple ? ")" : "}");
+    }
+    }
+    return "?";
+}
+
+// `P: Params` ranges over float tensors and tuples and structs of them, of any shape,
+// mesh and layout. The first argument of type P fixes it (pending sums completed:
+// a parameter type holds global values); later ones are converted to it.
+void FunctionBuilder::bind_params_type(std::string_view name, const Val& arg, Binding& b, Span span) {
+    if (arg.kind == Val::Poison) throw Abandon{};
+    if (arg.kind != Val::Tensor && arg.kind != Val::Tuple && arg.kind != Val::Struct) {
+        fail(DiagCode::E0307, span, fmt::format("`{}: Params` stands for a tensor, tuple or struct of float tensors; this is not a value", name));
+    }
+    AggType t = type_of_val(arg);
+    std::vector<const AggType*> leaves;
+    flatten_type(t, leaves);
+    if (arg.kind != Val::Tensor && leaves.empty()) {
+        fail(DiagCode::E0307, span, fmt::format("`{}: Params` stands for float tensors; this {} holds none", name, agg_string(t)));
+    }
+    std::function<void(AggType&)> strip = [&](AggType& a) {
+        if (a.kind == AggType::Tensor) {
+            a.tensor.layout.partial = 0;
+            return;
+        }
+        for (AggType& e : a.elems) strip(e);
+    };
+    strip(t);
+    for (const AggType* leaf : leaves) {
+        if (!is_float(leaf->tensor.dtype)) {
+            fail(DiagCode::E0307, span,
+                 fmt::format("`{}: Params` stands for float tensors, and tuples and structs of them; this argument has a leaf of type {}",
+                             name, type_str(leaf->tensor)));
+        }
+    }
+    b.type_keys[name] = agg_key(t);
+    b.type_names[name] = agg_string(t);
+    b.types[name] = std::make_shared<const AggType>(std::move(t));
 }
 
 // Binds the generic sizes and meshes of `param` (a type in the callee's or struct's
 // generics) from the value `arg`, the way unification would.
-void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& b, Span span) {
+void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& b, Span span, const Item* owner) {
     switch (param.kind) {
     case TypeKind::Scalar: return;
     case TypeKind::Tensor: {
@@ -206,17 +268,28 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
     case TypeKind::Tuple:
         if (arg.kind != Val::Tuple) return;
         for (size_t i = 0; i < param.elements.size() && i < arg.elems.size(); ++i) {
-            bind_generics(*param.elements[i], arg.elems[i], b, span);
+            bind_generics(*param.elements[i], arg.elems[i], b, span, owner);
         }
         return;
     case TypeKind::Named: {
+        if (owner && !param.module && Inferer::is_params_param(*owner, param.name.name)) {
+            if (!b.types.count(param.name.name)) bind_params_type(param.name.name, arg, b, span);
+            return;
+        }
         if (arg.kind != Val::Struct || !arg.binding) return;
         const Item& item = *arg.fn;
         for (size_t i = 0; i < item.generics.size() && i < param.args.size(); ++i) {
             const Dim& a = *param.args[i];
             if (a.kind != DimKind::Var) continue;
             const GenericParam& g = item.generics[i];
-            if (g.kind && g.kind->name == "Mesh") {
+            if (g.kind && g.kind->name == "Params") {
+                auto t = arg.binding->types.find(g.name.name);
+                if (t != arg.binding->types.end() && !b.types.count(a.name.name)) {
+                    b.types[a.name.name] = t->second;
+                    b.type_keys[a.name.name] = arg.binding->type_keys.at(g.name.name);
+                    b.type_names[a.name.name] = arg.binding->type_names.at(g.name.name);
+                }
+            } else if (g.kind && g.kind->name == "Mesh") {
                 auto m = arg.binding->meshes.find(g.name.name);
                 if (m != arg.binding->meshes.end() && !b.meshes.count(a.name.name)) b.meshes[a.name.name] = m->second;
             } else {
@@ -274,7 +347,7 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
     }
     Binding inner;
     for (size_t i = 0; i < item->fields.size(); ++i) {
-        if (!loads[i]) bind_generics(*item->fields[i].type, values[i], inner, e.span);
+        if (!loads[i]) bind_generics(*item->fields[i].type, values[i], inner, e.span, item);
     }
     keep_generic_meshes(*item, inner);
     bool open_mesh = false;
@@ -284,6 +357,20 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
                                 : nullptr;
     for (const GenericParam& g : item->generics) {
         bool is_mesh = g.kind && g.kind->name == "Mesh";
+        if (g.kind && g.kind->name == "Params") {
+            if (!inner.types.count(g.name.name) && wanted) {
+                if (auto it = wanted->binding->types.find(g.name.name); it != wanted->binding->types.end()) {
+                    inner.types[g.name.name] = it->second;
+                    inner.type_keys[g.name.name] = wanted->binding->type_keys.at(g.name.name);
+                    inner.type_names[g.name.name] = wanted->binding->type_names.at(g.name.name);
+                }
+            }
+            if (!inner.types.count(g.name.name)) {
+                fail(DiagCode::E0310, e.span,
+                     fmt::format("cannot infer the parameter type `{}` of `{}` from the fields", g.name.name, item->name.name));
+            }
+            continue;
+        }
         if (is_mesh && !inner.meshes.count(g.name.name) && wanted) {
             // No field says where the struct lives: the type it is wanted as does.
             if (auto it = wanted->binding->meshes.find(g.name.name); it != wanted->binding->meshes.end()) inner.meshes[g.name.name] = it->second;
@@ -336,6 +423,7 @@ void FunctionBuilder::bind_pattern(const Pattern& p, Val v, Span span) {
         scopes_.back()[p.name.name] = Binding_{std::move(v), false};
         return;
     case PatternKind::Tuple:
+        if (!v.opaque.empty()) opaque_error(v, p.span, "a tuple pattern");
         if (v.kind != Val::Tuple || v.elems.size() != p.elements.size()) {
             fail(DiagCode::E0307, p.span,
                  fmt::format("a tuple pattern of {} elements does not match this value", p.elements.size()));

@@ -396,6 +396,9 @@ Val FunctionBuilder::lower_call(const Expr& e) {
                                  builtin_info(v.builtin).name, builtin_info(v.builtin).name));
             }
             if (v.builtin == Builtin::arg) return lower_arg(e);
+            std::string_view group = builtin_info(v.builtin).group;
+            if (group == "tree") return lower_tree_builtin(v.builtin, e);
+            if (group == "elementwise") return lower_elementwise_builtin(v.builtin, e);
             return Val::tensor(lower_builtin(v.builtin, e));
         }
         if (v.kind == Val::Function) return call_user(*v.fn, in_.item_module_.at(v.fn), e);
@@ -429,7 +432,14 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
         }
     }
     Binding b;
-    for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span);
+    for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span, &fn);
+    for (const GenericParam& g : fn.generics) {
+        if (g.kind && g.kind->name == "Params" && !b.types.count(g.name.name)) {
+            fail(DiagCode::E0310, call.span,
+                 fmt::format("cannot infer the parameter type `{}` of `{}` from the arguments", g.name.name, fn.name.name),
+                 {{"declared here", g.name.span}});
+        }
+    }
     keep_generic_meshes(fn, b);
     // A mesh parameter no argument fixes (the arguments are not placed yet) is the
     // program's mesh when it has one: unplaced values go with any mesh.

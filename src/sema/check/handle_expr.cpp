@@ -3,19 +3,78 @@
 
 namespace meshc::sema::check {
 
-ValueId FunctionBuilder::lower_expr(const Expr& e) {
-    Val v = eval(e);
+ValueId FunctionBuilder::tensor_of(const Val& v, const Expr& e) {
     if (v.kind == Val::Tensor) return v.id;
-    if (v.kind == Val::Tuple || v.kind == Val::Struct) {
-        fail(DiagCode::E0309, e.span, "expected a tensor, found a tuple or struct");
-    }
+    // The error messages of lower_expr, for a value evaluated already.
+    if (!v.opaque.empty()) opaque_error(v, e.span, "this operation");
+    if (v.kind == Val::Tuple || v.kind == Val::Struct) fail(DiagCode::E0309, e.span, "expected a tensor, found a tuple or struct");
     if (v.kind == Val::Path) {
         fail(DiagCode::E0309, e.span, "expected a tensor, found a file name (a path argument is the file of `load` or `save`)");
     }
+    if (v.kind == Val::Poison) throw Abandon{};
     fail(DiagCode::E0309, e.span, "a function is not a value here; call it");
 }
 
+ValueId FunctionBuilder::lower_expr(const Expr& e) { return tensor_of(eval(e), e); }
+
+[[noreturn]] void FunctionBuilder::opaque_error(const Val& v, Span span, std::string_view what) {
+    fail(DiagCode::E0309, span,
+         fmt::format("{} needs a known tensor or struct, but this value has the parameter type `{}`", what, v.opaque),
+         {{fmt::format("`{}: Params` may be any tensor, tuple or struct of float tensors; only leaf-wise operations "
+                       "apply to it: element-wise operators and built-ins, `zeros_like`, `ones_like`, `global_norm`, "
+                       "and calls of functions that take a `Params` type",
+                       v.opaque),
+           {}}});
+}
+
+namespace {
+bool is_aggregate(const Val& v) { return v.kind == Val::Tuple || v.kind == Val::Struct; }
+}  // namespace
+
+Val FunctionBuilder::leafwise(const std::vector<Val>& operands, Span span, std::string_view what,
+                              const std::function<ValueId(const std::vector<ValueId>&)>& apply) {
+    const Val* shape = nullptr;
+    for (const Val& v : operands) {
+        if (v.kind == Val::Poison) throw Abandon{};
+        if (!shape && is_aggregate(v)) shape = &v;
+    }
+    if (!shape) {
+        std::vector<ValueId> ids;
+        for (const Val& v : operands) ids.push_back(v.id);
+        return Val::tensor(apply(ids));
+    }
+    for (const Val& v : operands) {
+        if (is_aggregate(v)) {
+            bool same = v.kind == shape->kind && v.elems.size() == shape->elems.size() && v.fn == shape->fn;
+            if (!same) {
+                fail(DiagCode::E0307, span,
+                     fmt::format("{} applies leaf by leaf to values of one structure; found {} and {}", what,
+                                 agg_string(type_of_val(*shape)), agg_string(type_of_val(v))));
+            }
+        } else if (v.kind != Val::Tensor) {
+            fail(DiagCode::E0309, span, fmt::format("{}: an operand is not a value", what));
+        } else if (v.id == ir::kNoValue || type(v.id).rank() != 0) {
+            fail(DiagCode::E0307, span,
+                 fmt::format("{} of a {} and a tensor applies leaf by leaf only with a scalar; found {}", what,
+                             agg_string(type_of_val(*shape)), v.id == ir::kNoValue ? "nothing" : type_str(type(v.id))),
+                 {{"a scalar (rank 0) joins every leaf; a tensor of higher rank has no leaf to pair with", {}}});
+        }
+    }
+    Val out;
+    out.kind = shape->kind;
+    out.fn = shape->fn;
+    out.binding = shape->binding;
+    out.opaque = shape->opaque;
+    for (size_t i = 0; i < shape->elems.size(); ++i) {
+        std::vector<Val> parts;
+        for (const Val& v : operands) parts.push_back(is_aggregate(v) ? v.elems[i] : v);
+        out.elems.push_back(leafwise(parts, span, what, apply));
+    }
+    return out;
+}
+
 Val FunctionBuilder::eval(const Expr& e) {
+    if (auto it = operand_override_.find(&e); it != operand_override_.end()) return Val::tensor(it->second);
     switch (e.kind) {
     case ExprKind::IntLit: return Val::tensor(constant(static_cast<double>(e.int_value), DType::I64, true, e.span));
     case ExprKind::FloatLit: return Val::tensor(constant(e.float_value, DType::F32, true, e.span));
@@ -25,19 +84,40 @@ Val FunctionBuilder::eval(const Expr& e) {
         if (v.kind == Val::Poison) throw Abandon{};
         return v;
     }
-    case ExprKind::Unary:
-        return Val::tensor(elementwise(e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not, {lower_expr(*e.lhs)}, e.span));
+    case ExprKind::Unary: {
+        ir::Ew ew = e.unary_op == UnaryOp::Neg ? ir::Ew::Neg : ir::Ew::Not;
+        Val x = eval(*e.lhs);
+        if (is_aggregate(x)) {
+            return leafwise({x}, e.span, e.unary_op == UnaryOp::Neg ? "`-`" : "`!`",
+                            [&](const std::vector<ValueId>& ids) { return elementwise(ew, ids, e.span); });
+        }
+        return Val::tensor(elementwise(ew, {tensor_of(x, *e.lhs)}, e.span));
+    }
     case ExprKind::Binary: {
-        if (e.binary_op == BinaryOp::MatMul) return Val::tensor(matmul(lower_expr(*e.lhs), lower_expr(*e.rhs), e.span));
+        if (e.binary_op == BinaryOp::MatMul) {
+            Val a = eval(*e.lhs);
+            if (!a.opaque.empty()) opaque_error(a, e.lhs->span, "`@`");
+            Val b = eval(*e.rhs);
+            if (!b.opaque.empty()) opaque_error(b, e.rhs->span, "`@`");
+            if (is_aggregate(a) || is_aggregate(b)) {
+                fail(DiagCode::E0307, e.op_span, "`@` takes two tensors; it does not apply leaf by leaf to a tuple or struct");
+            }
+            return Val::tensor(matmul(tensor_of(a, *e.lhs), tensor_of(b, *e.rhs), e.span));
+        }
         static const std::map<BinaryOp, ir::Ew> kOps = {
             {BinaryOp::Add, ir::Ew::Add}, {BinaryOp::Sub, ir::Ew::Sub}, {BinaryOp::Mul, ir::Ew::Mul},
             {BinaryOp::Div, ir::Ew::Div}, {BinaryOp::Mod, ir::Ew::Mod}, {BinaryOp::Eq, ir::Ew::Eq},
             {BinaryOp::Ne, ir::Ew::Ne}, {BinaryOp::Lt, ir::Ew::Lt}, {BinaryOp::Le, ir::Ew::Le},
             {BinaryOp::Gt, ir::Ew::Gt}, {BinaryOp::Ge, ir::Ew::Ge}, {BinaryOp::And, ir::Ew::And},
             {BinaryOp::Or, ir::Ew::Or}};
-        ValueId a = lower_expr(*e.lhs);
-        ValueId b = lower_expr(*e.rhs);
-        return Val::tensor(elementwise(kOps.at(e.binary_op), {a, b}, e.span));
+        Val a = eval(*e.lhs);
+        Val b = eval(*e.rhs);
+        ir::Ew ew = kOps.at(e.binary_op);
+        if (is_aggregate(a) || is_aggregate(b)) {
+            return leafwise({a, b}, e.span, fmt::format("`{}`", binary_op_spelling(e.binary_op)),
+                            [&](const std::vector<ValueId>& ids) { return elementwise(ew, ids, e.span); });
+        }
+        return Val::tensor(elementwise(ew, {tensor_of(a, *e.lhs), tensor_of(b, *e.rhs)}, e.span));
     }
     case ExprKind::Call: {
         bool as_statement = statement_call_ == &e;
@@ -69,6 +149,7 @@ Val FunctionBuilder::eval(const Expr& e) {
             }
             fail(DiagCode::E0309, e.span, fmt::format("`{}` is not a function of this module", e.name.name));
         }
+        if (!base.opaque.empty()) opaque_error(base, e.span, fmt::format("`.{}`", e.name.name));
         if (base.kind != Val::Struct) fail(DiagCode::E0309, e.span, fmt::format("`.{}`: only a struct has fields", e.name.name));
         return base.elems[field_index(*base.fn, e.name)];
     }

@@ -126,6 +126,7 @@ AggType FunctionBuilder::type_of_val(const Val& v) {
         t.kind = v.kind == Val::Tuple ? AggType::Tuple : AggType::Struct;
         t.item = v.fn;
         t.binding = v.binding;
+        t.type_param = v.opaque;
         for (const Val& e : v.elems) t.elems.push_back(type_of_val(e));
         return t;
     default: return t;

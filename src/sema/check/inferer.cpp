@@ -57,7 +57,7 @@ void Inferer::probe(const Item& fn) {
     std::set<std::string_view> axes_used;
     bool ok = true;
     for (const GenericParam& g : fn.generics) {
-        if (!is_mesh_param(fn, g.name.name) && !b.sizes.count(g.name.name)) {
+        if (!is_mesh_param(fn, g.name.name) && !is_params_param(fn, g.name.name) && !b.sizes.count(g.name.name)) {
             if (next >= std::size(kFactors)) return;
             b.sizes[g.name.name] = base * kFactors[next++];
         }
@@ -65,7 +65,8 @@ void Inferer::probe(const Item& fn) {
     for_each_signature_part(
         fn,
         [&](const Dim& d) {
-            if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name)) {
+            if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name) &&
+                !is_params_param(fn, d.name.name)) {
                 if (next >= std::size(kFactors)) {
                     ok = false;
                     return;
@@ -95,6 +96,30 @@ void Inferer::probe(const Item& fn) {
         }
         if (chosen < 0) return;
         b.meshes[g.name.name] = chosen;
+    }
+    // A `P: Params` parameter stands for a pair: a matrix split over the first axis of a
+    // mesh, and a scalar. Code that treats P as anything but a tree of float tensors
+    // (a field access, a matmul, a destructuring) fails on it, as it would on a struct.
+    for (const GenericParam& g : fn.generics) {
+        if (!is_params_param(fn, g.name.name)) continue;
+        if (next + 2 > std::size(kFactors)) return;
+        AggType pair;
+        pair.kind = AggType::Tuple;
+        AggType matrix;
+        matrix.tensor.dtype = DType::F32;
+        matrix.tensor.shape = {base * kFactors[next], base * kFactors[next + 1]};
+        next += 2;
+        matrix.tensor.layout = Layout::replicated(2);
+        int32_t mesh = b.meshes.empty() ? (module_.meshes.empty() ? -1 : 0) : b.meshes.begin()->second;
+        matrix.tensor.mesh = mesh;
+        if (mesh >= 0 && !module_.meshes[static_cast<size_t>(mesh)].axes.empty()) matrix.tensor.layout.dims[0] = {0};
+        AggType scalar;
+        scalar.tensor.dtype = DType::F32;
+        scalar.tensor.mesh = mesh;
+        pair.elems = {matrix, scalar};
+        b.type_keys[g.name.name] = "probe";
+        b.type_names[g.name.name] = "a pair (a split matrix, a scalar)";
+        b.types[g.name.name] = std::make_shared<const AggType>(std::move(pair));
     }
     // `where` clauses: an equation `X == e` defines X; then every clause must hold.
     auto eval = [&](auto& self, const Dim& d) -> std::optional<int64_t> {
@@ -192,6 +217,13 @@ void Inferer::point_at_call(const Item& fn, const Binding& binding, Span call_si
         d.notes.insert(d.notes.begin(), DiagNote{d.span, std::move(where)});
         d.span = call_site;
     }
+}
+
+bool Inferer::is_params_param(const Item& fn, std::string_view name) {
+    for (const GenericParam& g : fn.generics) {
+        if (g.name.name == name && g.kind && g.kind->name == "Params") return true;
+    }
+    return false;
 }
 
 bool Inferer::is_mesh_param(const Item& fn, std::string_view name) {
