@@ -255,6 +255,8 @@ std::string compile_ptx(const llvm::Module& host, const std::vector<Kernel>& ker
                     case llvm::Intrinsic::exp: base = "exp"; break;
                     case llvm::Intrinsic::log: base = "log"; break;
                     case llvm::Intrinsic::tanh: base = "tanh"; break;
+                    case llvm::Intrinsic::cos: base = "cos"; break;
+                    case llvm::Intrinsic::sin: base = "sin"; break;
                     case llvm::Intrinsic::maximum:
                     case llvm::Intrinsic::minimum: {
                         llvm::Value* x = ii->getArgOperand(0);

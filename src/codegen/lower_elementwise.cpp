@@ -84,6 +84,7 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
     }
     // Arithmetic: in the result's compute type. Math functions of integers go through f64.
     bool unary_math = e == Ew::Exp || e == Ew::Log || e == Ew::Sqrt || e == Ew::Rsqrt || e == Ew::Tanh ||
+                      e == Ew::Cos || e == Ew::Sin ||
                       e == Ew::Sigmoid || e == Ew::Gelu;
     DType ct = rt;
     if (unary_math && !is_float(rt)) ct = DType::F64;
@@ -123,6 +124,8 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
         case Ew::Sqrt: r = fcall(llvm::Intrinsic::sqrt, x); break;
         case Ew::Rsqrt: r = b_.CreateFDiv(c(1), fcall(llvm::Intrinsic::sqrt, x)); break;
         case Ew::Tanh: r = fcall(llvm::Intrinsic::tanh, x); break;
+        case Ew::Cos: r = fcall(llvm::Intrinsic::cos, x); break;
+        case Ew::Sin: r = fcall(llvm::Intrinsic::sin, x); break;
         case Ew::Sigmoid: r = b_.CreateFDiv(c(1), b_.CreateFAdd(c(1), fcall(llvm::Intrinsic::exp, b_.CreateFNeg(x)))); break;
         case Ew::Relu: r = b_.CreateSelect(b_.CreateFCmpOGT(x, c(0)), x, c(0)); break;
         case Ew::Gelu: {

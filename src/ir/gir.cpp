@@ -135,6 +135,8 @@ std::string_view ew_name(Ew ew) {
     case Ew::Sqrt: return "sqrt";
     case Ew::Rsqrt: return "rsqrt";
     case Ew::Tanh: return "tanh";
+    case Ew::Cos: return "cos";
+    case Ew::Sin: return "sin";
     case Ew::Sigmoid: return "sigmoid";
     case Ew::Relu: return "relu";
     case Ew::Gelu: return "gelu";

@@ -62,7 +62,7 @@ std::string_view adjoint_rule_name(AdjointRule rule);
 
 enum class Ew : uint8_t {
     Add, Sub, Mul, Div, Mod, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
-    Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs, Select, Cast
+    Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Cos, Sin, Sigmoid, Relu, Gelu, Abs, Select, Cast
 };
 std::string_view ew_name(Ew ew);
 

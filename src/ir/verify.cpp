@@ -343,7 +343,7 @@ private:
     static size_t elementwise_arity(Ew ew) {
         switch (ew) {
         case Ew::Neg: case Ew::Not: case Ew::Exp: case Ew::Log: case Ew::Sqrt: case Ew::Rsqrt:
-        case Ew::Tanh: case Ew::Sigmoid: case Ew::Relu: case Ew::Gelu: case Ew::Abs: case Ew::Cast:
+        case Ew::Tanh: case Ew::Cos: case Ew::Sin: case Ew::Sigmoid: case Ew::Relu: case Ew::Gelu: case Ew::Abs: case Ew::Cast:
             return 1;
         case Ew::Select: return 3;
         default: return 2;

@@ -762,6 +762,8 @@ private:
         case Ew::Sqrt: contribute(0, ew(Ew::Div, {mul(g(0), c(0.5)), y})); return;
         case Ew::Rsqrt: contribute(0, mul(g(0), ew(Ew::Div, {mul(y, c(-0.5)), xs[0]}))); return;
         case Ew::Tanh: contribute(0, mul(g(0), ew(Ew::Sub, {c(1), mul(y, y)}))); return;
+        case Ew::Cos: contribute(0, mul(g(0), ew(Ew::Neg, {ew(Ew::Sin, {xs[0]})}))); return;
+        case Ew::Sin: contribute(0, mul(g(0), ew(Ew::Cos, {xs[0]}))); return;
         case Ew::Sigmoid: contribute(0, mul(g(0), mul(y, ew(Ew::Sub, {c(1), y})))); return;
         case Ew::Relu: contribute(0, mul(g(0), indicator(ew(Ew::Gt, {xs[0], c(0)}), dt))); return;
         case Ew::Abs:

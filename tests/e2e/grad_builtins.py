@@ -514,6 +514,39 @@ def gen_reduce(op):
     return gen
 
 
+def gen_global_norm(R, V, k, K):
+    """global_norm of a tensor, or of a tuple of two tensors (leaf-wise, one norm)."""
+    c = Case("global_norm", R)
+    S = pick_shape(R)
+    c.inp("x", S, V.normal(S))
+    if k % 2 == 0:
+        c.note = "global_norm(x)"
+        c.term("global_norm(x)", lambda e: np.sqrt(np.sum(e["x"] * e["x"])), [])
+    else:
+        c.note = "global_norm((x, x * 2.0))"
+        c.term("global_norm((x, x * 2.0))", lambda e: np.sqrt(5.0 * np.sum(e["x"] * e["x"])), [])
+    return c
+
+
+def gen_zeros_like(R, V, k, K):
+    """x + zeros_like(x) * x: the zeros have x's layout and no gradient of their own."""
+    c = Case("zeros_like", R)
+    S = pick_shape(R)
+    c.inp("x", S, V.normal(S))
+    c.note = "x * 3.0 + zeros_like(x) * x"
+    c.term("x * 3.0 + zeros_like(x) * x", lambda e: e["x"] * 3.0, S)
+    return c
+
+
+def gen_ones_like(R, V, k, K):
+    c = Case("ones_like", R)
+    S = pick_shape(R)
+    c.inp("x", S, V.normal(S))
+    c.note = "ones_like(x) * x * x"
+    c.term("ones_like(x) * x * x", lambda e: e["x"] * e["x"], S)
+    return c
+
+
 def gen_max_over(R, V, k, K):
     c = Case("max_over", R)
     S = pick_shape(R)
@@ -899,11 +932,16 @@ BUILTINS = {
     "random_normal": NOT("creation: random numbers from a seed"),
     "random_uniform": NOT("creation: random numbers from a seed"),
     "permutation": NOT("creation: an i64 permutation from a seed"),
+    "zeros_like": DIFF(gen_zeros_like),
+    "ones_like": DIFF(gen_ones_like),
+    "global_norm": DIFF(gen_global_norm),
     "exp": DIFF(gen_unary("exp", np.exp, "any")),
     "log": DIFF(gen_unary("log", np.log, "pos")),
     "sqrt": DIFF(gen_unary("sqrt", np.sqrt, "pos")),
     "rsqrt": DIFF(gen_unary("rsqrt", lambda v: 1.0 / np.sqrt(v), "pos")),
     "tanh": DIFF(gen_unary("tanh", np.tanh, "any")),
+    "cos": DIFF(gen_unary("cos", np.cos, "any")),
+    "sin": DIFF(gen_unary("sin", np.sin, "any")),
     "sigmoid": DIFF(gen_unary("sigmoid", sigmoid, "any")),
     "relu": DIFF(gen_unary("relu", lambda v: np.maximum(v, 0.0), "kink")),
     "gelu": DIFF(gen_unary("gelu", gelu_tanh, "any")),
@@ -1002,7 +1040,7 @@ EW_KINDS = {
     "And": (None, "bool result"), "Or": (None, "bool result"),
     "Neg": (["-x"], None), "Not": (None, "bool result"),
     "Exp": (["exp"], None), "Log": (["log"], None), "Sqrt": (["sqrt"], None), "Rsqrt": (["rsqrt"], None),
-    "Tanh": (["tanh"], None), "Sigmoid": (["sigmoid"], None), "Relu": (["relu"], None),
+    "Tanh": (["tanh"], None), "Cos": (["cos"], None), "Sin": (["sin"], None), "Sigmoid": (["sigmoid"], None), "Relu": (["relu"], None),
     "Gelu": (["gelu"], None), "Abs": (["abs"], None), "Select": (["select"], None), "Cast": (["cast"], None),
 }
 REDUCE_KINDS = {"Sum": (["sum"], None), "Mean": (["mean"], None), "Max": (["max_over"], None)}

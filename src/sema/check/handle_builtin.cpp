@@ -111,11 +111,12 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         return v;
     }
     case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
+    case Builtin::cos: case Builtin::sin:
     case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
         want(1, 1);
         static const std::map<Builtin, ir::Ew> kUnary = {
             {Builtin::exp, ir::Ew::Exp}, {Builtin::log, ir::Ew::Log}, {Builtin::sqrt, ir::Ew::Sqrt},
-            {Builtin::rsqrt, ir::Ew::Rsqrt}, {Builtin::tanh, ir::Ew::Tanh}, {Builtin::sigmoid, ir::Ew::Sigmoid},
+            {Builtin::rsqrt, ir::Ew::Rsqrt}, {Builtin::tanh, ir::Ew::Tanh}, {Builtin::cos, ir::Ew::Cos}, {Builtin::sin, ir::Ew::Sin}, {Builtin::sigmoid, ir::Ew::Sigmoid},
             {Builtin::relu, ir::Ew::Relu}, {Builtin::gelu, ir::Ew::Gelu}, {Builtin::abs, ir::Ew::Abs}};
         ValueId x = lower_expr(*pos[0]);
         if (b != Builtin::abs && b != Builtin::relu && !is_float(type(x).dtype) && !weak_[x]) {
