@@ -64,7 +64,52 @@ def expected(inp):
         b1t *= 0.9
         b2t *= 0.999
         a = a - 0.01 * (m / (1 - b1t)) / (np.sqrt(vv / (1 - b2t)) + 1e-8)
+    # Trees (fields a..e of Tree), momentum and AdamW with clipping and warm-up cosine.
+    def tree_of(x):
+        return {"a": x, "b": x * 0.5, "c": -x, "d": x.sum(axis=0), "e": np.float64(0.25)}
+
+    def gnorm(tr):
+        return math.sqrt(sum(float(np.sum(np.square(v))) for v in tr.values()))
+
+    def warmup_cosine(step, warmup, total, peak, floor):
+        if step < warmup:
+            return peak * min((step + 1) / max(warmup, 1), 1.0)
+        progress = min(max((step - warmup) / max(total - warmup, 1), 0.0), 1.0)
+        return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    target = tree_of(t)
+    mp, mv = tree_of(p0), {k: 0.0 * v for k, v in tree_of(p0).items()}
+    wp = tree_of(p0)
+    wm = {k: 0.0 * v for k, v in wp.items()}
+    wv = {k: 0.0 * v for k, v in wp.items()}
+    b1t = b2t = 1.0
+    for i in range(4):
+        for k in mp:
+            mv[k] = 0.9 * mv[k] + (mp[k] - target[k])
+            mp[k] = mp[k] - 0.1 * mv[k]
+        g = {k: wp[k] - target[k] for k in wp}
+        scale = min(1.0, 2.0 / (gnorm(g) + 1e-6))
+        g = {k: v * scale for k, v in g.items()}
+        lr = warmup_cosine(i, 2, 4, 0.05, 0.005)
+        b1t *= 0.9
+        b2t *= 0.999
+        for k in wp:
+            wm[k] = 0.9 * wm[k] + 0.1 * g[k]
+            wv[k] = 0.999 * wv[k] + 0.001 * g[k] * g[k]
+            wp[k] = wp[k] - lr * ((wm[k] / (1 - b1t)) / (np.sqrt(wv[k] / (1 - b2t)) + 1e-8) + 0.1 * wp[k])
+    adamw = {}
+    for k in wp:
+        adamw["0." + k] = F32(np.asarray(wp[k]), rtol=1e-3, atol=1e-4)
+    for k in wp:
+        adamw["1.m." + k] = F32(np.asarray(wm[k]))
+    for k in wp:
+        adamw["1.v." + k] = F32(np.asarray(wv[k]))
+    adamw["1.b1t"] = F32(np.asarray(b1t))
+    adamw["1.b2t"] = F32(np.asarray(b2t))
+    ones_norm = math.sqrt(32 * 3 + 4 + 1)
     return {
+        "momentum.safetensors": {k: F32(np.asarray(v)) for k, v in mp.items()},
+        "adamw.safetensors": adamw,
         "linear.npy": F32(x @ w + b),
         "column.npy": F32(cp),
         "row.npy": F32(row),
@@ -77,5 +122,7 @@ def expected(inp):
         "adam.npy": F32(a, rtol=1e-3, atol=1e-4),
         "adam_m.npy": F32(m),
         "adam_v.npy": F32(vv),
-        "stdout": [["ce", ce, ce], ["adam", 0.9 ** 4, 0.999 ** 4]],
+        "stdout": [["ce", ce, ce], ["adam", 0.9 ** 4, 0.999 ** 4],
+                   ["norm", gnorm(target), ones_norm],
+                   ["schedules", 0.5, 0.25, warmup_cosine(3, 1, 5, 1.0, 0.0)]],
     }
