@@ -9,7 +9,7 @@ COMM = ["inserted all_reduce sum over model"]
 ARGV = ["--steps=8"]
 # Two halves: steps 0..4 saved to half.safetensors, then 4..8 resumed from it.
 RESUME = [["--steps=4", "--out=half.safetensors"], ["--first=4", "--steps=8", "--init=half.safetensors"]]
-RESUME_SAME = ["ckpt.safetensors", "weights.safetensors"]
+RESUME_SAME = ["ckpt.safetensors", "weights.safetensors", "periodic.safetensors"]
 RNG = np.random.default_rng(21)
 X = RNG.standard_normal((48, 8)).astype(np.float32)
 Y = RNG.standard_normal((48, 4)).astype(np.float32)
@@ -49,7 +49,9 @@ def train(steps, lr=0.1):
 def expected(inp):
     s, lines = train(8)
     tol = dict(rtol=1e-3, atol=1e-4)
-    return {"ckpt.safetensors": {k: F32(s[k], **tol) for k in ["p.w1", "p.b1", "p.w2", "m.w1", "m.b1", "m.w2"]},
+    names = ["p.w1", "p.b1", "p.w2", "m.w1", "m.b1", "m.w2"]
+    return {"ckpt.safetensors": {k: F32(s[k], **tol) for k in names},
+            "periodic.safetensors": {k: F32(s[k], **tol) for k in names},  # after step 7 (every 2)
             "weights.safetensors": {"0": F32(s["p.w1"], **tol), "1": F32(s["p.w2"], **tol)},
             "stdout": lines}
 
