@@ -67,6 +67,15 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
                 expected_agg_span_ = s.value->span;
             }
         }
+        // `state = load("ckpt.safetensors")`: the variable's type (a struct whose type
+        // cannot be written, an optimizer's state, say) is the type of the load.
+        if (s.target->kind == ExprKind::Name && is_load_call(*s.value)) {
+            if (Binding_* b = find_binding(s.target->name.name); b && b->is_var && b->value.kind != Val::Poison) {
+                AggType t = type_of_val(b->value);
+                assign(*s.target, lower_load_val(*s.value, t), s.span);
+                return;
+            }
+        }
         Val value = eval(*s.value);
         expected_agg_ = nullptr;
         assign(*s.target, std::move(value), s.span);
