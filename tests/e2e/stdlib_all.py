@@ -110,6 +110,7 @@ def expected(inp):
     return {
         "momentum.safetensors": {k: F32(np.asarray(v)) for k, v in mp.items()},
         "adamw.safetensors": adamw,
+        "adamw_state.safetensors": {k[2:]: v for k, v in adamw.items() if k.startswith("1.")},
         "linear.npy": F32(x @ w + b),
         "column.npy": F32(cp),
         "row.npy": F32(row),
@@ -123,6 +124,7 @@ def expected(inp):
         "adam_m.npy": F32(m),
         "adam_v.npy": F32(vv),
         "stdout": [["ce", ce, ce], ["adam", 0.9 ** 4, 0.999 ** 4],
+                   ["reloaded", 0.9 ** 4, 0.0],
                    ["norm", gnorm(target), ones_norm],
                    ["schedules", 0.5, 0.25, warmup_cosine(3, 1, 5, 1.0, 0.0)]],
     }
