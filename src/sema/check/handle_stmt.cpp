@@ -40,9 +40,22 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         expected_agg_ = nullptr;
         if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
         if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
-        bool flexible_start = !s.type && v.kind == Val::Tensor && flexible_[v.id];
+        // A literal scalar start (`var acc = 0.0;`) is mesh-free: like a creation, it takes
+        // the mesh and layout of the first assignment on a mesh (a pending sum stays
+        // pending across iterations, completed once where a use needs it).
+        bool literal_start = !s.type && v.kind == Val::Tensor && v.id != ir::kNoValue && weak_[v.id] &&
+                             type(v.id).rank() == 0 && type(v.id).mesh < 0 && !flexible_[v.id];
+        bool flexible_start = !s.type && v.kind == Val::Tensor && (flexible_[v.id] || literal_start);
         auto hint = in_.var_hints_.find(key_of(s.name.span));
-        if (flexible_start && hint != in_.var_hints_.end()) {
+        if (literal_start && hint != in_.var_hints_.end()) {
+            v.id = place(v.id, hint->second.first, s.span, /*scalars_too=*/true);
+            TensorType t = type(v.id);
+            t.layout = hint->second.second;
+            if (t.layout.partial) {
+                v.id = plan_coercion(v.id, hint->second.first, hint->second.second, s.span,
+                                     "the layout of the variable's later values", true);
+            }
+        } else if (flexible_start && hint != in_.var_hints_.end()) {
             // A later assignment showed the layout this var keeps: create it that way.
             Layout plain = hint->second.second;
             plain.partial = 0;
