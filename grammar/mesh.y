@@ -341,6 +341,7 @@ opt_on
 opt_with
   : %empty
   | "with" layout
+  | "with" "_"
   ;
 
 opt_partial

@@ -457,11 +457,17 @@ private:
         for (const Dim* d : type.shape) resolve_dim(*d, scope, mode);
         MeshRef mesh;
         if (type.mesh) mesh = lookup_mesh(*type.mesh, scope, true);
-        if (!type.mesh && (type.layout || type.partial)) {
-            Span at = type.layout ? type.layout->span : type.partial_span;
+        if (!type.mesh && (type.layout || type.partial || type.any_layout)) {
+            Span at = type.layout ? type.layout->span : type.partial ? type.partial_span : type.span;
             diags_.emit(DiagCode::E0404, at,
                         "a layout names mesh axes, but this tensor type has no mesh")
                 .note("add `on M` before `with` or `partial`");
+            return;
+        }
+        if (type.any_layout && type.partial) {
+            diags_.emit(DiagCode::E0404, type.partial_span,
+                        "`with _` takes the value's layout with its pending sums completed; it has no `partial`")
+                .note("write the layout (`with {...} partial {...}`), or drop `partial`");
             return;
         }
         std::map<std::string_view, Span> used_axes;

@@ -82,6 +82,7 @@ struct Type {
     std::vector<const Dim*> shape;            // Tensor
     std::optional<Ident> mesh;                // Tensor: `on M`
     std::optional<Layout> layout;             // Tensor: `with {...}`
+    bool any_layout = false;                  // Tensor: `with _` (the layout of the value)
     std::optional<std::vector<Ident>> partial;// Tensor: `partial {...}`
     Span partial_span;
     std::vector<const Type*> elements;        // Tuple

@@ -774,10 +774,15 @@ private:
                 t.mesh = *mesh;
             }
             if (eat(TokenKind::KwWith)) {
+                if (eat(TokenKind::Underscore)) {
+                    t.any_layout = true;  // `with _`: whatever layout the value has
+                    goto after_layout;
+                }
                 const Layout* layout = parse_layout();
                 if (!layout) return nullptr;
                 t.layout = *layout;
             }
+        after_layout:
             if (at(TokenKind::KwPartial)) {
                 uint32_t partial_begin = tok().begin;
                 bump();

@@ -204,7 +204,14 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
         tt.shape.push_back(n);
         if (dim_names) dim_names->push_back(d->kind == DimKind::Var ? d->name.name : std::string_view());
     }
-    if (t.mesh) {
+    if (t.mesh && t.any_layout) {
+        // `with _`: the layout the argument brought to this instance (replicated where
+        // no argument binds it: a result type, an annotation, a probe).
+        tt.mesh = mesh_index(*t.mesh);
+        tt.layout = Layout::replicated(tt.rank());
+        auto it = binding_.layouts.find(&t);
+        if (it != binding_.layouts.end() && it->second.dims.size() == tt.rank()) tt.layout = it->second;
+    } else if (t.mesh) {
         tt.mesh = mesh_index(*t.mesh);
         tt.layout = layout_from_ast(t, tt, in_.module_.meshes[tt.mesh]);
     } else {

@@ -89,6 +89,9 @@ struct Binding {
     std::map<std::string_view, std::shared_ptr<const AggType>> types;
     std::map<std::string_view, std::string> type_keys;
     std::map<std::string_view, std::string> type_names;  // for messages: `struct Mlp`
+    // Tensor types written `with _` (a parameter that takes its argument's layout): the
+    // layout each has in this instance.
+    std::map<const ast::Type*, ir::Layout> layouts;
 
     /// `B = 8, D = 16` for messages.
     std::string describe() const {
@@ -103,6 +106,14 @@ struct Binding {
         for (const auto& [n, v] : sizes) k += fmt::format("{}={};", n, v);
         for (const auto& [n, m] : meshes) k += fmt::format("{}=@{};", n, m);
         for (const auto& [n, t] : type_keys) k += fmt::format("{}=<{}>;", n, t);
+        for (const auto& [t, l] : layouts) {
+            k += fmt::format("{}={{", static_cast<const void*>(t));
+            for (const auto& axes : l.dims) {
+                for (uint8_t a : axes) k += fmt::format("{}.", a);
+                k += ",";
+            }
+            k += fmt::format("}}{};", l.partial);
+        }
         return k;
     }
 };
@@ -136,6 +147,7 @@ struct AggType {
     std::shared_ptr<Binding> binding;    // Struct: its generic arguments
     const Item* item_module_hint = nullptr;
     std::string_view type_param;         // Tuple, Struct: see Val::opaque
+    bool any_layout = false;             // Tensor written `with _` and not bound: the value's layout
 };
 
 class Inferer;

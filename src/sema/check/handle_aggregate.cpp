@@ -13,6 +13,7 @@ AggType FunctionBuilder::agg_type_from_ast(const Type& t) {
     case TypeKind::Tensor:
         a.kind = AggType::Tensor;
         a.tensor = type_from_ast(t, &a.dim_names);
+        a.any_layout = t.any_layout && !binding_.layouts.count(&t);
         return a;
     case TypeKind::Tuple:
         a.kind = AggType::Tuple;
@@ -128,7 +129,13 @@ Val FunctionBuilder::coerce_val(Val v, const AggType& t, Span span, const std::s
     if (v.kind == Val::Poison) throw Abandon{};
     if (t.kind == AggType::Tensor) {
         if (v.kind != Val::Tensor) fail(DiagCode::E0307, span, fmt::format("expected {} ({}), found a tuple or struct", type_str(t.tensor), reason));
-        ValueId r = coerce(v.id, t.tensor, span, reason, inserted);
+        TensorType target = t.tensor;
+        if (t.any_layout && v.id != ir::kNoValue && !flexible_[v.id] && type(v.id).mesh == target.mesh &&
+            type(v.id).rank() == target.rank()) {
+            target.layout = type(v.id).layout;  // `with _`: the value's layout, its sums completed
+            target.layout.partial = 0;
+        }
+        ValueId r = coerce(v.id, target, span, reason, inserted);
         if (!t.dim_names.empty()) dim_names_[r] = t.dim_names;
         return Val::tensor(r);
     }
@@ -202,6 +209,11 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
         const TensorType& at = type(arg.id);
         if (param.mesh && at.mesh >= 0 && !b.meshes.count(param.mesh->name)) {
             b.meshes[param.mesh->name] = at.mesh;
+        }
+        if (param.any_layout && at.mesh >= 0 && !flexible_[arg.id] && !b.layouts.count(&param)) {
+            Layout l = at.layout;
+            l.partial = 0;
+            b.layouts[&param] = l;
         }
         if (at.rank() != param.shape.size()) {
             fail(DiagCode::E0307, span,
