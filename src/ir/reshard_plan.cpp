@@ -105,21 +105,40 @@ std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& target) 
     };
     // 3. Free local slices first: they shrink every buffer sent after them.
     slice_free();
-    // 4. all_to_all: an axis that is the only thing to remove from d1 and the next thing
-    //    to add to d2.
-    for (size_t d1 = 0; d1 < rank; ++d1) {
-        size_t p1 = prefix(d1);
-        if (cur.dims[d1].size() != p1 + 1) continue;
-        uint8_t a = cur.dims[d1].back();
-        for (size_t d2 = 0; d2 < rank; ++d2) {
-            if (d2 == d1) continue;
-            size_t p2 = prefix(d2);
-            if (p2 != cur.dims[d2].size() || target.dims[d2].size() <= p2 || target.dims[d2][p2] != a) continue;
-            Layout next = cur;
-            next.dims[d1].pop_back();
-            next.dims[d2].push_back(a);
-            step(OpKind::AllToAll, axis_bit(a), static_cast<int32_t>(d1), static_cast<int32_t>(d2), next);
-            break;
+    // 4. all_to_all: axes that leave d1 (from its minor end) and are the next to add to
+    //    d2. The whole suffix of d1 past the common prefix moves in one all_to_all over
+    //    that group when d2 wants it in the same order (`{0: (a, b)}` -> `{1: (a, b)}`);
+    //    otherwise its minor-most axis moves alone and the rest follow one by one
+    //    (`{0: (a, b)}` -> `{1: (b, a)}`: two all_to_alls). An all_to_all keeps the
+    //    buffer's size, so it goes before the gathers that grow it.
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t d1 = 0; d1 < rank && !moved; ++d1) {
+            size_t p1 = prefix(d1);
+            if (cur.dims[d1].size() <= p1) continue;
+            AxisList suffix(cur.dims[d1].begin() + static_cast<std::ptrdiff_t>(p1), cur.dims[d1].end());
+            for (size_t d2 = 0; d2 < rank && !moved; ++d2) {
+                if (d2 == d1) continue;
+                size_t p2 = prefix(d2);
+                const AxisList& want = target.dims[d2];
+                if (p2 != cur.dims[d2].size() || want.size() <= p2) continue;
+                AxisList moving;
+                if (want.size() >= p2 + suffix.size() &&
+                    std::equal(suffix.begin(), suffix.end(), want.begin() + static_cast<std::ptrdiff_t>(p2))) {
+                    moving = suffix;
+                } else if (want[p2] == suffix.back()) {
+                    moving = {suffix.back()};
+                } else {
+                    continue;
+                }
+                AxisSet group = 0;
+                for (uint8_t a : moving) group |= axis_bit(a);
+                Layout next = cur;
+                next.dims[d1].resize(next.dims[d1].size() - moving.size());
+                for (uint8_t a : moving) next.dims[d2].push_back(a);
+                step(OpKind::AllToAll, group, static_cast<int32_t>(d1), static_cast<int32_t>(d2), next);
+                moved = true;
+            }
         }
     }
     // 5. all_gather what remains to remove (the suffix past the common prefix, one

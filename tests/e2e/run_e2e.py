@@ -4,7 +4,8 @@
 For each program tests/e2e/NAME.msh (reference: tests/e2e/NAME.py, see e2e_lib.py):
 
   1. static: `meshc check NAME.msh` must succeed, and `meshc explain NAME.msh` must list
-     every collective / coercion named in the module's COMM list;
+     every collective / coercion named in the module's COMM list, and none of its
+     NO_COMM list;
   2. build twice: on the declared meshes ("declared"), and with every declared mesh
      rebound to all-1 axis sizes with `--mesh NAME=axis:1,...` ("all-1");
   3. run each executable in its own empty directory, after writing the module's
@@ -722,9 +723,14 @@ def run_test(name, args, work_root, have_build):
     if rc != 0:
         res.fail("meshc explain failed (rc %s):\n%s" % (rc, indent(clip(out + err))))
         return res
-    missing = check_comm(getattr(module, "COMM", []), explain_ops(out))
+    ops = explain_ops(out)
+    missing = check_comm(getattr(module, "COMM", []), ops)
     if missing:
         res.fail("meshc explain does not list: %s" % "; ".join(missing))
+    # NO_COMM: collectives a better plan avoids; each listed one must be absent.
+    present = [s for s in getattr(module, "NO_COMM", []) if not check_comm([s], ops)]
+    if present:
+        res.fail("meshc explain lists what it should not: %s" % "; ".join(present))
     if args.check_only or not have_build:
         if res.status == "PASS":
             res.status = "NOTRUN"
