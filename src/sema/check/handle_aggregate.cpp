@@ -53,14 +53,20 @@ AggType FunctionBuilder::struct_type(const Item& item, Binding inner) {
     a.kind = AggType::Struct;
     a.item = &item;
     a.binding = std::make_shared<Binding>(inner);
-    std::swap(binding_, inner);  // field types are written in the struct's own generics
+    // Field types are written in the struct's own generics and in its module's scope
+    // (a field of another struct of that module, a mesh declared there).
+    std::swap(binding_, inner);
+    size_t saved_module = module_index_;
+    if (auto it = in_.item_module_.find(&item); it != in_.item_module_.end()) module_index_ = it->second;
     try {
         for (const Param& field : item.fields) a.elems.push_back(agg_type_from_ast(*field.type));
     } catch (...) {
         std::swap(binding_, inner);
+        module_index_ = saved_module;
         throw;
     }
     std::swap(binding_, inner);
+    module_index_ = saved_module;
     return a;
 }
 

@@ -142,7 +142,9 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             double pending_gather = 0;
             bool conflict = false;  // a choice was made (two splits, or an axis twice)
         };
-        auto make_plan = [&](bool a_leads, bool gather_later) {
+        // gather_both: a contracted index split differently on the two sides is gathered
+        // on both (no pending sum), instead of one side following the other.
+        auto make_plan = [&](bool a_leads, bool gather_later, bool gather_both) {
             Plan pl{type(a).layout, type(b).layout};
             for (auto [c, n] : size) {
                 auto sa = axes_of(a, ia, c), sb = axes_of(b, ib, c);
@@ -168,7 +170,11 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
                     pl.pending_gather += collective_cost(CollectiveKind::AllGather, m, group, gathered).seconds;
                     pl.pending_choice = true;
                 }
-                if (sb.empty()) {
+                if (gather_both && contracted && !sa.empty() && !sb.empty()) {
+                    pl.want_a.dims[ia.find(c)].clear();
+                    pl.want_b.dims[ib.find(c)].clear();
+                    pl.conflict = true;
+                } else if (sb.empty()) {
                     pl.want_b.dims[ib.find(c)] = sa;
                 } else if (sa.empty()) {
                     pl.want_a.dims[ia.find(c)] = sb;
@@ -238,11 +244,12 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             }
             return cost;
         };
-        Plan chosen = make_plan(true, true);
+        Plan chosen = make_plan(true, true, false);
         double best = chosen.conflict ? plan_cost(chosen) : 0;
-        for (auto [a_leads, later] : {std::pair{true, false}, std::pair{false, true}, std::pair{false, false}}) {
+        for (auto [a_leads, later, both] : {std::tuple{true, false, false}, std::tuple{false, true, false},
+                                           std::tuple{false, false, false}, std::tuple{true, true, true}}) {
             if (!chosen.conflict) break;  // nothing to choose
-            Plan candidate = make_plan(a_leads, later);
+            Plan candidate = make_plan(a_leads, later, both);
             double cost = plan_cost(candidate);
             if (cost < best) {
                 best = cost;

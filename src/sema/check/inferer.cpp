@@ -11,7 +11,7 @@ ir::Module Inferer::run() {
                 mesh_items_[item] = static_cast<int32_t>(module_.meshes.size());
                 module_.meshes.push_back(mesh_from_item(*item));
             }
-            if (item->kind == ItemKind::Fn) item_module_[item] = m;
+            if (item->kind == ItemKind::Fn || item->kind == ItemKind::Struct) item_module_[item] = m;
         }
     }
     const Module& root = *program_.modules[0];
