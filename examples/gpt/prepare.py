@@ -16,7 +16,7 @@ order as bytes and writes, into --out:
                        biases 0, layer-norm gains 1), names as the program loads them:
                        `0.wte` ... for the matrices, `1.ln1_g` ... for the vectors.
 
-Usage: prepare.py --out DIR [--config default|small] [--seed N] [--fortunes DIR]
+Usage: prepare.py --out DIR [--config default] [--seed N] [--fortunes DIR]
 """
 import argparse
 import json
@@ -29,7 +29,6 @@ import numpy as np
 CONFIGS = {
     #            L  V    S    D    H  F     B   N_TRAIN  N_VAL
     "default": dict(L=4, V=256, S=128, D=256, H=4, F=1024, B=16, NT=2400000, NV=120000),
-    "small": dict(L=2, V=256, S=64, D=128, H=4, F=512, B=8, NT=2400000, NV=120000),
 }
 PROMPT = b"The meaning of life is "
 
