@@ -103,11 +103,13 @@ def main():
     np.save(os.path.join(work, "prompt.npy"), prompt)
     with open(os.path.join(work, "init.safetensors"), "wb") as f:
         f.write(safetensors_bytes(init))
-    argv = ["--steps=%d" % args.steps, "--val-every=10", "--prompt-len=%d" % len(PROMPT)]
+    argv = ["--steps=%d" % args.steps, "--val-every=10", "--lr=0.003", "--warmup=10", "--wd=0.1",
+            "--clip=1.0", "--seed=0", "--prompt-len=%d" % len(PROMPT)]
 
     t0 = time.time()
     torch.set_num_threads(1)
-    p, ref_lines = gpt_torch.train(init, tokens[:NT], tokens[NT:], B, args.steps, val_every=10)
+    p, ref_lines = gpt_torch.train(init, tokens[:NT], tokens[NT:], B, args.steps, seed=0, peak=3e-3,
+                                     warmup=10, wd=0.1, clip=1.0, val_every=10)
     ref = {(" ".join(l[:-3]), l[-3]): l[-1] for l in ref_lines}   # ("step", n) / ("val step", n)
     ref_sample, margins = gpt_torch.generate(p, list(PROMPT), GEN), []
     with torch.no_grad():   # the reference's top-2 margins along its own sample
