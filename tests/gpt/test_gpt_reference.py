@@ -8,7 +8,7 @@ float64 reference (tests/gpt/gpt_torch.py) to a relative 1e-4; the greedy sample
 be the reference's bytes wherever the reference's best logit is clear of the second by
 1e-3 (the first near-tie ends the comparison).
 
-Usage: test_gpt_reference.py [--meshc build/meshc] [--work DIR] [--steps 50]
+Usage: test_gpt_reference.py [--meshc build/meshc] [--work DIR] [--steps 100]
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch: Debian's python3-torch).
 PyTorch is looked for in this interpreter, then in /usr/bin/python3 (Debian's package
 serves that one; the script re-runs itself there)."""
@@ -88,7 +88,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meshc", default=os.environ.get("MESHC", os.path.join(ROOT, "build", "meshc")))
     ap.add_argument("--work", default=None)
-    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=100)
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="meshc-gpt-")
     shutil.rmtree(work, ignore_errors=True)
