@@ -6,7 +6,8 @@ steps from the same initial parameters (a .safetensors file written here) on the
 token files, and every printed training and validation loss must match the PyTorch
 float64 reference (tests/gpt/gpt_torch.py) to a relative 1e-4; the greedy sample must
 be the reference's bytes wherever the reference's best logit is clear of the second by
-1e-3 (the first near-tie ends the comparison).
+1e-3 (the first near-tie ends the comparison). `meshc explain` of a training step must
+show the layouts the example claims (ZeRO-3, sequence and vocabulary parallelism).
 
 Usage: test_gpt_reference.py [--meshc build/meshc] [--work DIR] [--steps 100]
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch: Debian's python3-torch).
@@ -72,6 +73,24 @@ def initial(rng):
 
 LINE = re.compile(r"^(val step|step) (\d+) loss (\S+)$")
 
+# The layouts, checked in `meshc explain` of a training step (value_and_grad(loss)):
+# (description, regular expression, must it occur)
+LAYOUT_CHECKS = [
+    ("ZeRO-3: a weight all-gathered over data where used",
+     r"all_gather over \(data\) dim 0 of f32 \[64, 4, 16\]", True),
+    ("ZeRO-3: its gradient reduce-scattered over data",
+     r"reduce_scatter sum over \(data\) dim 0 of f32 \[64, 4, 16\].*\[backward\]", True),
+    ("sequence parallel: the normalised stream all-gathered over model",
+     r"all_gather over \(model\) dim 1 of f32 \[4, 32, 64\]", True),
+    ("sequence parallel: a block's output reduce-scattered over model",
+     r"reduce_scatter sum over \(model\) dim 1 of f32 \[4, 32, 64\]", True),
+    ("vocabulary parallel: the row maxima of the split logits",
+     r"all_reduce max over \(model\) of f32 \[128, 1\]", True),
+    ("no all_reduce of the residual stream (Megatron without sequence parallelism)",
+     r"all_reduce sum over \(model\) of f32 \[4, 32, 64\]", False),
+    ("no gathered logits", r"all_gather over \(model\) dim \d of f32 \[(4, 32|128), 256\]", False),
+]
+
 
 def parse(out):
     losses, sample = {}, None
@@ -126,6 +145,16 @@ def main():
 
     failures = []
     src = os.path.join(ROOT, "examples", "gpt", "gpt_tiny.msh")
+    e = subprocess.run([args.meshc, "explain", src], capture_output=True, text=True)
+    step = e.stdout.split("fn value_and_grad(loss[", 1)[-1].split("\nfn ", 1)[0]
+    if e.returncode != 0 or "fn value_and_grad(loss[" not in e.stdout:
+        failures.append("meshc explain failed:\n%s" % (e.stdout + e.stderr)[-3000:])
+    else:
+        for what, pattern, wanted in LAYOUT_CHECKS:
+            if bool(re.search(pattern, step)) != wanted:
+                failures.append("explain of a training step: %s: `%s` %s" % (
+                    what, pattern, "missing" if wanted else "present"))
+        print("explain: %d layout checks" % len(LAYOUT_CHECKS))
     for label, flags in (("2x4", []), ("one device", ["--mesh", "Pod=data:1,model:1"])):
         exe = os.path.join(work, "gpt_tiny_" + label.replace(" ", "_"))
         t0 = time.time()
