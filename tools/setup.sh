@@ -11,6 +11,9 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   nlohmann-json3-dev libcli11-dev python3-numpy
   neovim
+  # examples/gpt's training text, and the PyTorch reference of its test (tests/gpt;
+  # python3-torch: about 50 MB of packages, a minute to install)
+  fortunes python3-torch
 )
 
 missing=()
