@@ -92,6 +92,7 @@ private:
                 }
                 return DimBinding::of_symbol(size_var(name));
             }
+            if (auto m = callee_meshes_.find(name); m != callee_meshes_.end()) name = m->second;
             if (const Item* mesh = concrete_mesh(name)) {
                 for (const MeshAxisDecl& a : mesh->axes) {
                     if (a.name.name == *axis) return DimBinding::of_constant(a.size);
@@ -349,11 +350,27 @@ private:
             }
         }
         if (!callee || callee == &fn_ || callee->params.size() != call.args.size()) return;
-        if (!callee->generics.empty()) {
-            for (const GenericParam& g : callee->generics) {
-                if (g.kind && g.kind->name == "Mesh") return;  // mesh arguments: checked per instance
-            }
+        // A callee generic over its mesh: each mesh parameter is the mesh of the argument
+        // whose parameter type names it (a declared mesh, or this function's own mesh
+        // parameter); its axis sizes in the callee's `where` clauses are then that mesh's.
+        std::map<std::string_view, std::string_view> meshes;
+        for (size_t i = 0; i < call.args.size(); ++i) {
+            const Expr& a = *call.args[i].value;
+            const Type& pt = *callee->params[i].type;
+            if (a.kind != ExprKind::Name || pt.kind != TypeKind::Tensor || !pt.mesh) continue;
+            const Type* at = declared_type(a.name.name);
+            if (at && at->kind == TypeKind::Tensor && at->mesh) meshes.emplace(pt.mesh->name, at->mesh->name);
         }
+        for (const GenericParam& g : callee->generics) {
+            if (g.kind && g.kind->name == "Params") return;  // a tree type: checked per instance
+            if (g.kind && g.kind->name == "Mesh" && !meshes.count(g.name.name)) return;  // not bound here
+        }
+        struct MeshScope {
+            std::map<std::string_view, std::string_view>& slot;
+            std::map<std::string_view, std::string_view> saved;
+            ~MeshScope() { slot = std::move(saved); }
+        } mesh_scope{callee_meshes_, std::move(callee_meshes_)};
+        callee_meshes_ = meshes;
         Subst subst;
         for (size_t i = 0; i < call.args.size(); ++i) {
             const Expr& a = *call.args[i].value;
@@ -388,6 +405,7 @@ private:
                         {{"required by this `where` clause", w.span}});
             }
         }
+        callee_meshes_.clear();  // the parameters' own layouts: declared meshes only
         for (const Param& p : callee->params) {
             if (p.type->kind != TypeKind::Tensor || !p.type->layout || !p.type->mesh) continue;
             if (generic_mesh_of(*callee, *p.type)) continue;
@@ -418,6 +436,8 @@ private:
     DiagnosticEngine& diags_;
     RefineStats& stats_;
     std::map<std::string_view, SymbolId> vars_;
+    // While checking a call: the callee's mesh parameters -> the meshes of the arguments.
+    std::map<std::string_view, std::string_view> callee_meshes_;
     std::map<std::string, SymbolId> axes_;
     std::set<std::string_view> generic_meshes_;
     std::vector<std::map<std::string_view, const Type*>> scope_;
