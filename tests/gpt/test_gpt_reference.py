@@ -103,6 +103,31 @@ def parse(out):
     return losses, sample
 
 
+def resume_check(exe, argv, work, steps, full_out):
+    """Stop after half the steps, resume from that checkpoint: the resumed run's step
+    lines and final checkpoint must be bitwise those of the uninterrupted run."""
+    half = steps // 2
+    a = subprocess.run([exe] + argv + ["--stop=%d" % half, "--ckpt=half.safetensors"], cwd=work,
+                       capture_output=True, text=True, timeout=600)
+    b = subprocess.run([exe] + argv + ["--first=%d" % half, "--resume=half.safetensors",
+                                        "--ckpt=resumed.safetensors"], cwd=work,
+                       capture_output=True, text=True, timeout=600)
+    if a.returncode != 0 or b.returncode != 0:
+        return ["resume: exit status %d, %d:\n%s" % (a.returncode, b.returncode, (a.stderr + b.stderr)[-2000:])]
+    def steps_from(out, first):
+        return [l for l in out.splitlines() if l.startswith("step ") and int(l.split()[1]) >= first]
+    out = []
+    if steps_from(b.stdout, half) != steps_from(full_out, half):
+        out.append("resume: the step lines after step %d differ from the uninterrupted run's" % half)
+    with open(os.path.join(work, "gpt_ckpt.safetensors"), "rb") as f1, \
+            open(os.path.join(work, "resumed.safetensors"), "rb") as f2:
+        if f1.read() != f2.read():
+            out.append("resume: the resumed run's checkpoint is not bitwise the uninterrupted run's")
+    if not out:
+        print("resume: stopped after %d steps and resumed: bitwise the uninterrupted run" % half)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meshc", default=os.environ.get("MESHC", os.path.join(ROOT, "build", "meshc")))
@@ -184,6 +209,8 @@ def main():
               "difference %.2g; sample %r (%d bytes compared)" % (
                   label, t1 - t0, args.steps, t2 - t1, got[("step", 0)], got[("step", args.steps - 1)],
                   worst, bytes(sample or []).decode("latin-1"), clear))
+        if label == "2x4":
+            failures += resume_check(exe, argv, work, args.steps, r.stdout)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         print("(work directory: %s)" % work)
