@@ -528,23 +528,17 @@ def gen_global_norm(R, V, k, K):
     return c
 
 
-def gen_zeros_like(R, V, k, K):
-    """x + zeros_like(x) * x: the zeros have x's layout and no gradient of their own."""
-    c = Case("zeros_like", R)
-    S = pick_shape(R)
-    c.inp("x", S, V.normal(S))
-    c.note = "x * 3.0 + zeros_like(x) * x"
-    c.term("x * 3.0 + zeros_like(x) * x", lambda e: e["x"] * 3.0, S)
-    return c
-
-
-def gen_ones_like(R, V, k, K):
-    c = Case("ones_like", R)
-    S = pick_shape(R)
-    c.inp("x", S, V.normal(S))
-    c.note = "ones_like(x) * x * x"
-    c.term("ones_like(x) * x * x", lambda e: e["x"] * e["x"], S)
-    return c
+def gen_like(op, expr, fn):
+    """A term using op(x) (zeros_like, ones_like): the result has x's layout and no
+    gradient of its own."""
+    def gen(R, V, k, K):
+        c = Case(op, R)
+        S = pick_shape(R)
+        c.inp("x", S, V.normal(S))
+        c.note = expr
+        c.term(expr, lambda e: fn(e["x"]), S)
+        return c
+    return gen
 
 
 def gen_max_over(R, V, k, K):
@@ -932,8 +926,8 @@ BUILTINS = {
     "random_normal": NOT("creation: random numbers from a seed"),
     "random_uniform": NOT("creation: random numbers from a seed"),
     "permutation": NOT("creation: an i64 permutation from a seed"),
-    "zeros_like": DIFF(gen_zeros_like),
-    "ones_like": DIFF(gen_ones_like),
+    "zeros_like": DIFF(gen_like("zeros_like", "x * 3.0 + zeros_like(x) * x", lambda x: x * 3.0)),
+    "ones_like": DIFF(gen_like("ones_like", "ones_like(x) * x * x", lambda x: x * x)),
     "global_norm": DIFF(gen_global_norm),
     "exp": DIFF(gen_unary("exp", np.exp, "any")),
     "log": DIFF(gen_unary("log", np.log, "pos")),
