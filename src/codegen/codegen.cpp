@@ -32,6 +32,8 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/CodeExtractor.h>
+#include <llvm/IR/CFG.h>
 
 #include "support/diagnostics.h"
 
@@ -158,6 +160,35 @@ std::string emit_file(llvm::Module& module, llvm::TargetMachine& tm, llvm::CodeG
     return std::string(buffer.begin(), buffer.end());
 }
 
+// A long straight-line function (a program written layer by layer, a derived function
+// with its calls inlined) would be one function of hundreds of thousands of
+// instructions, and the optimiser's time on it grows faster than its size. Each run of
+// top-level ops but the last becomes a function of its own (LLVM's CodeExtractor; the
+// values that cross runs become arguments), kept out of line, so build time grows with
+// the program's size.
+void split_chunks(const std::map<llvm::Function*, std::vector<llvm::BasicBlock*>>& chunks) {
+    for (const auto& [fn, starts] : chunks) {
+        for (size_t k = 0; k + 1 < starts.size(); ++k) {
+            // The run's blocks: everything reachable from its start before the next one.
+            std::vector<llvm::BasicBlock*> blocks;
+            std::set<llvm::BasicBlock*> seen = {starts[k]};
+            std::vector<llvm::BasicBlock*> work = {starts[k]};
+            while (!work.empty()) {
+                llvm::BasicBlock* b = work.back();
+                work.pop_back();
+                blocks.push_back(b);
+                for (llvm::BasicBlock* s : llvm::successors(b)) {
+                    if (s != starts[k + 1] && seen.insert(s).second) work.push_back(s);
+                }
+            }
+            llvm::CodeExtractorAnalysisCache cache(*fn);
+            llvm::CodeExtractor ce(blocks);
+            if (!ce.isEligible()) continue;
+            if (llvm::Function* part = ce.extractCodeRegion(cache)) part->addFnAttr(llvm::Attribute::NoInline);
+        }
+    }
+}
+
 std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind) {
     MESHC_ASSERT(module.entry >= 0, "generate() needs an entry function");
     llvm::LLVMContext ctx;
@@ -188,6 +219,8 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
         }
     }
 
+    split_chunks(generator.chunks());
+    if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR after splitting: " + problems, __FILE__, __LINE__);
     optimize(*mod, *tm, options.opt_level);
     if (kind == EmitKind::LLVM) {
         std::string out;

@@ -126,6 +126,11 @@ public:
     /// placeholder their launches pass (null when there is none).
     const std::vector<gpu::Region>& regions() const { return regions_; }
     llvm::GlobalVariable* image() const { return image_; }
+    /// The first block of each run of kChunkOps top-level ops, per function with more
+    /// than one run: split_chunks() (codegen.cpp) makes each run but the last a function
+    /// of its own, so that no function the optimiser sees grows with the program.
+    const std::map<llvm::Function*, std::vector<llvm::BasicBlock*>>& chunks() const { return chunks_; }
+    static constexpr size_t kChunkOps = 48;
 
 private:
     llvm::LLVMContext& ctx_;
@@ -141,6 +146,7 @@ private:
     bool gpu_ = false;                     // --gpu: data-parallel loops also as GPU regions
     std::vector<gpu::Region> regions_;
     llvm::GlobalVariable* image_ = nullptr;
+    std::map<llvm::Function*, std::vector<llvm::BasicBlock*>> chunks_;
 
     // Per function.
     const ir::Function* fn_ = nullptr;
@@ -705,7 +711,14 @@ private:
         for (auto [v, i] : last) {
             if (!kept.count(v) && !inlined_[v] && !immediate_[v]) free_after[i].push_back(v);
         }
+        bool top = &ops == &fn_->ops && ops.size() > kChunkOps;
         for (size_t i = 0; i < ops.size(); ++i) {
+            if (top && i % kChunkOps == 0) {
+                auto* start = llvm::BasicBlock::Create(ctx_, "chunk", llfn_);
+                b_.CreateBr(start);
+                b_.SetInsertPoint(start);
+                chunks_[llfn_].push_back(start);
+            }
             bool materialise = ops[i].results.empty() || (!inlined_[ops[i].results[0]] && !immediate_[ops[i].results[0]]);
             if (materialise) emit(ops[i]);
             for (ValueId v : free_after[i]) call("meshrt_free", {dev_, val_[v]});
