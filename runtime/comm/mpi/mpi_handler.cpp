@@ -212,34 +212,32 @@ MpiHandler::MpiHandler(MPI_Comm world, int rank, int size, const Topology& topol
     check(nullptr,
           MPI_Irecv(&ask_buf_, 1, MPI_INT64_T, MPI_ANY_SOURCE, 1, watch_, &ask_request_),
           "MPI_Irecv");
-    // Every rank's host and node, for --print-topology and the timeout's message: the
-    // node of a rank is the number of the first rank of its shared-memory communicator
-    // among those first ranks.
-    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    // Every rank's host and node, for --print-topology and the timeout's message. A node
+    // is a host name and a network namespace: ranks with both equal are numbered as one
+    // node, in the order of their first ranks. (Not MPI_COMM_TYPE_SHARED: OpenMPI 4.1
+    // crashes splitting that way across network namespaces of one machine, as the
+    // multi-host test's hosts are.)
+    constexpr size_t kKey = MPI_MAX_PROCESSOR_NAME + 64;
+    char key[kKey] = {};
     int len = 0;
-    MPI_Get_processor_name(name, &len);
-    std::vector<char> names(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+    MPI_Get_processor_name(key, &len);
+    char ns[64] = {};
+    const ssize_t ns_len = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    if (ns_len > 0)
+        std::memcpy(key + MPI_MAX_PROCESSOR_NAME, ns, size_t(ns_len));
+    std::vector<char> keys(static_cast<size_t>(size) * kKey);
     check(nullptr,
-          MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
-                        MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_),
+          MPI_Allgather(key, int(kKey), MPI_CHAR, keys.data(), int(kKey), MPI_CHAR, world_),
           "MPI_Allgather");
-    MPI_Comm shared;
-    check(nullptr, MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared),
-          "MPI_Comm_split_type");
-    int leader = rank;
-    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shared);
-    MPI_Comm_free(&shared);
-    std::vector<int> leaders(static_cast<size_t>(size));
-    check(nullptr, MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world_),
-          "MPI_Allgather");
-    std::vector<int> firsts(leaders.begin(), leaders.end());
-    std::sort(firsts.begin(), firsts.end());
-    firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
+    std::vector<std::string> seen;
     for (int r = 0; r < size; ++r) {
-        const char* n = names.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME;
-        hosts_.emplace_back(n, strnlen(n, MPI_MAX_PROCESSOR_NAME));
-        nodes_.push_back(int(std::lower_bound(firsts.begin(), firsts.end(), leaders[size_t(r)]) -
-                             firsts.begin()));
+        const char* k = keys.data() + size_t(r) * kKey;
+        hosts_.emplace_back(k, strnlen(k, MPI_MAX_PROCESSOR_NAME));
+        const std::string whole(k, kKey);
+        auto at = std::find(seen.begin(), seen.end(), whole);
+        if (at == seen.end())
+            at = seen.insert(seen.end(), whole);
+        nodes_.push_back(int(at - seen.begin()));
     }
     // A knob for tests and tuning: smaller segments exercise the segmented path.
     if (const char* env = std::getenv("MESHRT_MPI_SEGMENT_BYTES")) {
