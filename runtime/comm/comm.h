@@ -83,7 +83,7 @@ public:
         return true;
     }
     /// Where this process runs, for --print-topology and messages: "host NAME" plus,
-    /// under MPI, "node N" (processes that share memory share a node number).
+    /// under MPI, "node N" (ranks with the same host name and network namespace).
     virtual std::string process_label() const {
         char name[256] = {};
         gethostname(name, sizeof name - 1);

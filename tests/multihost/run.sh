@@ -276,9 +276,9 @@ fi
 want programs && E2E="mlp_reduce_scatter,collectives,ring8,cube3,multi_axis_order,transformer_block,io_roundtrip,train_ckpt,bad_load"
 want programs && for map in slot node; do
     export MULTIHOST_MAP=$map
-    if python3 "$SRC/tests/e2e/run_e2e.py" --meshc "$MESHC" --work "$WORK/e2e-$map" --comm mpi \
+    if python3 -u "$SRC/tests/e2e/run_e2e.py" --meshc "$MESHC" --work "$WORK/e2e-$map" --comm mpi \
         --mpirun "$MPI" --only "$E2E" --mpi-timeout 300 >"$WORK/e2e-$map.txt" 2>&1; then
-        pass "[$map] e2e across the hosts: $(tail -1 "$WORK/e2e-$map.txt")"
+        pass "[$map] e2e across the hosts: $(grep "e2e summary" "$WORK/e2e-$map.txt")"
     else
         fail "[$map] e2e across the hosts:"; tail -40 "$WORK/e2e-$map.txt"
     fi
