@@ -145,7 +145,8 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
                 "long ends the\n");
     std::printf("                       job with a message naming it and the devices that did "
                 "not answer\n");
-    std::printf("                       (default %g; 0: wait for ever)\n", Options{}.comm_timeout_s);
+    std::printf("                       (default %g; 0: wait for ever)\n",
+                Options{}.comm_timeout_s);
     std::printf("  --print-topology     print which process (rank, host, node) runs which device "
                 "at which\n");
     std::printf("                       mesh coordinates, and exit\n");

@@ -324,8 +324,8 @@ void MpiHandler::all_reduce(meshrt_device* dev, const Group& g, int64_t rank, in
         char* dst = static_cast<char*>(out) + s * elem;
         if (type != MPI_DATATYPE_NULL)
             complete(dev, "all_reduce: MPI_Iallreduce", [&](MPI_Request* req) {
-        return MPI_Iallreduce(src, dst, int(len), type, mop, comm, req);
-    });
+                return MPI_Iallreduce(src, dst, int(len), type, mop, comm, req);
+            });
         else
             ordered_all_reduce(dev, comm, n, rank, dtype, op, src, dst, len);
     }
@@ -340,8 +340,8 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
         const int bytes = int(count * elem);
         char* all = scratch(n * bytes);
         complete(dev, "all_reduce: MPI_Iallgather", [&](MPI_Request* req) {
-        return MPI_Iallgather(in, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm, req);
-    });
+            return MPI_Iallgather(in, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm, req);
+        });
         reduce_into(dtype, op, out, blocks(all, n, bytes).data(), n, count);
         return;
     }
@@ -354,13 +354,14 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
         const int slice = int(count / n * elem);
         char* slices = scratch(n * slice);
         complete(dev, "all_reduce: MPI_Ialltoall", [&](MPI_Request* req) {
-        return MPI_Ialltoall(in, slice, MPI_BYTE, slices, slice, MPI_BYTE, comm, req);
-    });
+            return MPI_Ialltoall(in, slice, MPI_BYTE, slices, slice, MPI_BYTE, comm, req);
+        });
         reduce_into(dtype, op, out + rank * slice, blocks(slices, n, slice).data(), n,
                     slice / elem);
         complete(dev, "all_reduce: MPI_Iallgather", [&](MPI_Request* req) {
-        return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, slice, MPI_BYTE, comm, req);
-    });
+            return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, slice, MPI_BYTE, comm,
+                                  req);
+        });
         return;
     }
     std::vector<int> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
@@ -375,12 +376,14 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
         recv_displs[size_t(i)] = int(i * mine);
     char* slices = scratch(n * mine);
     complete(dev, "all_reduce: MPI_Ialltoallv", [&](MPI_Request* req) {
-        return MPI_Ialltoallv(in, counts.data(), displs.data(), MPI_BYTE, slices, recv_counts.data(), recv_displs.data(), MPI_BYTE, comm, req);
+        return MPI_Ialltoallv(in, counts.data(), displs.data(), MPI_BYTE, slices,
+                              recv_counts.data(), recv_displs.data(), MPI_BYTE, comm, req);
     });
     reduce_into(dtype, op, out + displs[size_t(rank)], blocks(slices, n, mine).data(), n,
                 mine / elem);
     complete(dev, "all_reduce: MPI_Iallgatherv", [&](MPI_Request* req) {
-        return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts.data(), displs.data(), MPI_BYTE, comm, req);
+        return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts.data(),
+                               displs.data(), MPI_BYTE, comm, req);
     });
 }
 
@@ -395,7 +398,8 @@ void MpiHandler::all_gather(meshrt_device* dev, const Group& g, int64_t, int32_t
     BlockType send = BlockType::contiguous(dev, outer * block);
     BlockType recv = BlockType::strided(dev, outer, block, n * block, block);
     complete(dev, "all_gather: MPI_Iallgather", [&](MPI_Request* req) {
-        return MPI_Iallgather(in, send.count(), send.type(), out, recv.count(), recv.type(), comm_of(g), req);
+        return MPI_Iallgather(in, send.count(), send.type(), out, recv.count(), recv.type(),
+                              comm_of(g), req);
     });
 }
 
@@ -427,8 +431,8 @@ void MpiHandler::reduce_scatter(meshrt_device* dev, const Group& g, int64_t, int
             send = packed;
         }
         complete(dev, "reduce_scatter: MPI_Ireduce_scatter_block", [&](MPI_Request* req) {
-        return MPI_Ireduce_scatter_block(send, out, int(mine), type, mop, comm, req);
-    });
+            return MPI_Ireduce_scatter_block(send, out, int(mine), type, mop, comm, req);
+        });
         return;
     }
     // Piece j of every outer row goes to member j; each member reduces what it received
@@ -437,7 +441,8 @@ void MpiHandler::reduce_scatter(meshrt_device* dev, const Group& g, int64_t, int
     BlockType recv = BlockType::contiguous(dev, mine * elem);
     char* pieces = scratch(n * mine * elem);
     complete(dev, "reduce_scatter: MPI_Ialltoall", [&](MPI_Request* req) {
-        return MPI_Ialltoall(in, send.count(), send.type(), pieces, recv.count(), recv.type(), comm, req);
+        return MPI_Ialltoall(in, send.count(), send.type(), pieces, recv.count(), recv.type(), comm,
+                             req);
     });
     reduce_into(dtype, op, out, blocks(pieces, n, mine * elem).data(), n, mine);
 }
@@ -466,7 +471,8 @@ void MpiHandler::all_to_all(meshrt_device* dev, const Group& g, int64_t, int32_t
     BlockType recv = BlockType::strided(dev, recv_outer, f * recv_inner * elem,
                                         n * f * recv_inner * elem, f * recv_inner * elem);
     complete(dev, "all_to_all: MPI_Ialltoall", [&](MPI_Request* req) {
-        return MPI_Ialltoall(in, send.count(), send.type(), out, recv.count(), recv.type(), comm_of(g), req);
+        return MPI_Ialltoall(in, send.count(), send.type(), out, recv.count(), recv.type(),
+                             comm_of(g), req);
     });
 }
 
@@ -474,8 +480,8 @@ void MpiHandler::barrier(meshrt_device* dev, const Group& g, int64_t) {
     Enter enter(*this, &g, "barrier");
     if (g.size() > 1)
         complete(dev, "barrier: MPI_Ibarrier", [&](MPI_Request* req) {
-        return MPI_Ibarrier(comm_of(g), req);
-    });
+            return MPI_Ibarrier(comm_of(g), req);
+        });
 }
 
 void MpiHandler::broadcast(meshrt_device* dev, const Group& g, int64_t, int64_t root, void* buf,
@@ -494,7 +500,8 @@ void MpiHandler::gather(meshrt_device* dev, const Group& g, int64_t, int64_t roo
     Enter enter(*this, &g, "gather");
     BlockType t = BlockType::contiguous(dev, bytes);
     complete(dev, "gather: MPI_Igather", [&](MPI_Request* req) {
-        return MPI_Igather(in, t.count(), t.type(), out, t.count(), t.type(), int(root), comm_of(g), req);
+        return MPI_Igather(in, t.count(), t.type(), out, t.count(), t.type(), int(root), comm_of(g),
+                           req);
     });
 }
 
@@ -514,26 +521,28 @@ bool MpiHandler::gather_tracks(std::string tracks, std::vector<std::string>* all
     int64_t len = int64_t(tracks.size());
     if (rank_ != 0) {
         complete(nullptr, "trace: MPI_Isend", [&](MPI_Request* req) {
-        return MPI_Isend(&len, 1, MPI_INT64_T, 0, kTraceTag, world_, req);
-    });
+            return MPI_Isend(&len, 1, MPI_INT64_T, 0, kTraceTag, world_, req);
+        });
         for (int64_t at = 0; at < len; at += kPiece)
             complete(nullptr, "trace: MPI_Isend", [&](MPI_Request* req) {
-        return MPI_Isend(tracks.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, 0, kTraceTag, world_, req);
-    });
+                return MPI_Isend(tracks.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, 0,
+                                 kTraceTag, world_, req);
+            });
         return false;
     }
     all->assign(size_t(size_), std::string());
     (*all)[0] = std::move(tracks);
     for (int r = 1; r < size_; ++r) {
         complete(nullptr, "trace: MPI_Irecv", [&](MPI_Request* req) {
-        return MPI_Irecv(&len, 1, MPI_INT64_T, r, kTraceTag, world_, req);
-    });
+            return MPI_Irecv(&len, 1, MPI_INT64_T, r, kTraceTag, world_, req);
+        });
         std::string& s = (*all)[size_t(r)];
         s.resize(size_t(len));
         for (int64_t at = 0; at < len; at += kPiece)
             complete(nullptr, "trace: MPI_Irecv", [&](MPI_Request* req) {
-        return MPI_Irecv(s.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, r, kTraceTag, world_, req);
-    });
+                return MPI_Irecv(s.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, r,
+                                 kTraceTag, world_, req);
+            });
     }
     return true;
 }

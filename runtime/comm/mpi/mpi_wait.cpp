@@ -242,7 +242,8 @@ std::string MpiHandler::describe_ranks(const std::vector<int>& ranks) const {
         const int r = ranks[i];
         s += (i ? ", " : "") + std::to_string(r);
         if (r >= 0 && size_t(r) < hosts_.size())
-            s += " (node " + std::to_string(nodes_[size_t(r)]) + ", host " + hosts_[size_t(r)] + ")";
+            s += " (node " + std::to_string(nodes_[size_t(r)]) + ", host " + hosts_[size_t(r)] +
+                 ")";
     }
     return s;
 }
