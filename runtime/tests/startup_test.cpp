@@ -95,7 +95,7 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(err.empty());
 }
 
-TEST_CASE("--print-topology lists every device's coordinates and runs nothing", "[startup]") {
+TEST_CASE("print-topology lists every device's coordinates and runs nothing", "[startup]") {
     ChildResult r = run_in_child([] {
         TestProgram prog({{"Pod", {"data", "model"}, {2, 2}}, {"Line", {"x"}, {3}}}, "prog");
         std::atomic<int> ran{0};
