@@ -18,8 +18,9 @@
 # and 4-7 on host 2, so a mesh's major axis spans the hosts; --map-by node: ranks
 # alternate, so every group over a minor axis spans them):
 #   - --print-topology names the host and node of every device, as placed;
-#   - meshrt-mpi-check: every collective bitwise, and the NCCL bootstrap path (the
-#     group's id broadcast across hosts, with a CPU stand-in for ncclGetUniqueId);
+#   - meshrt-mpi-check: every collective bitwise (blocked placement), and the NCCL
+#     bootstrap path (the group's id broadcast across hosts, with a CPU stand-in for
+#     ncclGetUniqueId);
 #   - e2e programs (tests/e2e, run_e2e.py --comm mpi): bitwise the simulated mesh's
 #     results; examples/mlp.msh and examples/data_parallel_training.msh (training),
 #     stdout bitwise that of the simulated mesh;
@@ -197,10 +198,12 @@ want placement && for map in slot node; do
         [ $bad = 0 ] && pass "[$map] --print-topology: devices on the nodes of --map-by $map" ||
             { fail "[$map] --print-topology does not show the placement:"; cat "$out"; }
     fi
-    if "$MPI" -np 8 "$CHECK" --comm=mpi >"$WORK/check-$map.txt" 2>&1 &&
+    # Every collective once, in the blocked placement (the e2e programs below run in
+    # both): 3805 checks take two to four minutes over TCP on a loaded 2-core machine.
+    if [ $map = slot ] && "$MPI" -np 8 "$CHECK" --comm=mpi >"$WORK/check-$map.txt" 2>&1 &&
         grep -q "checks passed" "$WORK/check-$map.txt"; then
         pass "[$map] meshrt-mpi-check: $(grep 'checks passed' "$WORK/check-$map.txt")"
-    else
+    elif [ $map = slot ]; then
         fail "[$map] meshrt-mpi-check across the hosts:"; tail -20 "$WORK/check-$map.txt"
     fi
     if "$MPI" -np 8 "$CHECK" --comm=mpi -- bootstrap >"$WORK/bootstrap-$map.txt" 2>&1 &&
