@@ -8,7 +8,7 @@ PACKAGES=(
   cmake ninja-build g++ python3 git
   llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libzstd-dev
   libz3-dev z3 libfmt-dev catch2 re2c bison
-  libopenmpi-dev openmpi-bin libopenblas-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev iproute2 procps
   nlohmann-json3-dev libcli11-dev python3-numpy
   neovim
   # examples/gpt's training text, and the PyTorch reference of its test (tests/gpt;

@@ -8,6 +8,8 @@
 // the trace tracks of all processes (meshrt_main).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -23,6 +25,13 @@ class Topology;
 }
 
 namespace meshrt::comm {
+
+/// What the options tell a handler that talks to other processes.
+struct CommSettings {
+    /// --comm-timeout: a collective that makes no progress for this many seconds ends
+    /// the job with a message (MPI, NCCL); 0 waits for ever.
+    double timeout_s = 300;
+};
 
 class CommHandler {
 public:
@@ -73,6 +82,13 @@ public:
         all->push_back(std::move(tracks));
         return true;
     }
+    /// Where this process runs, for --print-topology and messages: "host NAME" plus,
+    /// under MPI, "node N" (ranks with the same host name and network namespace).
+    virtual std::string process_label() const {
+        char name[256] = {};
+        gethostname(name, sizeof name - 1);
+        return std::string("host ") + name;
+    }
 };
 
 /// The handlers this runtime was built with.
@@ -82,6 +98,7 @@ std::unique_ptr<CommHandler> make_sim_handler(const Topology& topology);
 /// program's device count, rank 0 says so, MPI is finalised, and the result is null with
 /// *status set to the exit status (2) every rank returns.
 std::unique_ptr<CommHandler> make_mpi_handler(const Topology& topology,
+                                              const CommSettings& settings,
                                               const std::string& program_name, int* argc,
                                               char*** argv, int* status);
 #endif

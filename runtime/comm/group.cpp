@@ -1,12 +1,33 @@
 // GroupRegistry (see group.h).
 #include "comm/group.h"
 
+#include <algorithm>
+
 #include "comm/comm.h"
 #include "src/errors.h"
 #include "src/runtime.h"
 #include "src/topology.h"
 
 namespace meshrt::comm {
+
+std::string describe_group(const Topology& topology, const Group& g, int64_t self) {
+    if (g.mesh < 0)
+        return "over all " + std::to_string(g.size()) + " devices";
+    const MeshInfo& mesh = topology.mesh(g.mesh);
+    std::string s = "over " + mesh.name + " axes ";
+    for (size_t i = 0; i < g.axes.size(); ++i)
+        s += (i ? "," : "") + mesh.axis_names[size_t(g.axes[i])];
+    s += " (devices ";
+    constexpr size_t kShown = 16;
+    for (size_t i = 0; i < g.members.size() && i < kShown; ++i)
+        s += (i ? ", " : "") + std::to_string(g.members[i]);
+    if (g.members.size() > kShown)
+        s += ", ... (" + std::to_string(g.members.size()) + " in all)";
+    const auto me = std::find(g.members.begin(), g.members.end(), self);
+    if (self >= 0 && me != g.members.end())
+        s += "; this one is rank " + std::to_string(me - g.members.begin());
+    return s + ")";
+}
 
 GroupMember GroupRegistry::lookup(meshrt_device* dev, const char* op, int32_t mesh,
                                   std::span<const int32_t> axes) {

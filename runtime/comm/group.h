@@ -44,6 +44,11 @@ struct GroupMember {
     int64_t rank = 0;
 };
 
+/// "over Pod axes data (devices 0, 4; this one is rank 1)", "over all 8 devices": a
+/// group for messages (at most 16 members listed). `self`: the device the message is
+/// from, -1 for none.
+std::string describe_group(const Topology& topology, const Group& g, int64_t self);
+
 class GroupRegistry {
 public:
     GroupRegistry(const Topology& topology, CommHandler& handler)

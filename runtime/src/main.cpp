@@ -140,6 +140,16 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
     std::printf("  --mesh-threads=N     threads each device's kernels may use (default %lld)\n",
                 static_cast<long long>(default_threads));
     std::printf("  --trace=FILE.json    write a Chrome/Perfetto trace, one track per device\n");
+    std::printf("  --comm-timeout=SECONDS\n");
+    std::printf("                       mpi, nccl: a collective that makes no progress for this "
+                "long ends the\n");
+    std::printf("                       job with a message naming it and the devices that did "
+                "not answer\n");
+    std::printf("                       (default %g; 0: wait for ever)\n",
+                Options{}.comm_timeout_s);
+    std::printf("  --print-topology     print which process (rank, host, node) runs which device "
+                "at which\n");
+    std::printf("                       mesh coordinates, and exit\n");
     std::printf("  --help               this message\n");
     const meshrt_program& prog = *rt.program;
     if (prog.nargs > 0) {
@@ -238,6 +248,18 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
             if (v.empty() || *end != '\0' || n < 1 || n > 4096)
                 return usage_error("--mesh-threads wants a number from 1 to 4096, not '" + v + "'");
             rt.options.mesh_threads = n;
+        } else if (arg.starts_with("--comm-timeout=")) {
+            std::string v(arg.substr(15));
+            char* end = nullptr;
+            errno = 0;
+            const double t = v.empty() ? -1 : std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(t) || t < 0 ||
+                t > 1e6)
+                return usage_error("--comm-timeout wants a number of seconds from 0 (no "
+                                   "timeout) to 1000000, not '" + v + "'");
+            rt.options.comm_timeout_s = t;
+        } else if (arg == "--print-topology") {
+            rt.options.print_topology = true;
         } else if (arg.starts_with("--trace=")) {
             if (arg.size() == 8)
                 return usage_error("--trace wants a file name");
@@ -255,6 +277,40 @@ int parse_options(int argc, char** argv, Runtime& rt, int64_t default_threads) {
         }
     }
     return -1;
+}
+
+/// --print-topology: one line per device, in device order, printed by the process of
+/// device 0: "device D: rank R, host H, node N, Mesh[axis=c, ...] ...".
+int print_topology(Runtime& rt, int64_t first, int64_t count) {
+    std::string lines;
+    const std::string where = rt.comm->process_label();
+    for (int64_t d = first; d < first + count; ++d) {
+        std::string line = "device " + std::to_string(d) + ": ";
+        if (rt.options.comm != "sim")
+            line += "rank " + std::to_string(d) + ", ";
+        line += where;
+        for (int32_t m = 0; m < rt.topology.nmeshes(); ++m) {
+            const int64_t* c = rt.topology.coords(d, m);
+            if (!c)
+                continue;
+            const MeshInfo& mesh = rt.topology.mesh(m);
+            line += ", " + mesh.name + "[";
+            for (size_t a = 0; a < mesh.axis_names.size(); ++a)
+                line += (a ? ", " : "") + mesh.axis_names[a] + "=" + std::to_string(c[a]);
+            line += "]";
+        }
+        lines += line + "\n";
+    }
+    std::vector<std::string> all;
+    if (rt.comm->gather_tracks(std::move(lines), &all)) {
+        std::printf("%s: %lld device%s, --comm=%s\n", rt.program_name.c_str(),
+                    static_cast<long long>(rt.topology.ndevices()),
+                    rt.topology.ndevices() == 1 ? "" : "s", rt.options.comm.c_str());
+        for (const std::string& s : all)
+            std::fputs(s.c_str(), stdout);
+        std::fflush(stdout);
+    }
+    return 0;
 }
 
 void run_device(meshrt_device* dev, void (*entry)(meshrt_device*)) {
@@ -307,6 +363,8 @@ int run_main(int argc, char** argv, const meshrt_program* program, const std::st
 #endif
     }
 
+    comm::CommSettings settings;
+    settings.timeout_s = rt.options.comm_timeout_s;
     if (rt.options.comm == "sim") {
         rt.comm = comm::make_sim_handler(rt.topology);
 #ifdef MESHRT_HAVE_CUDA
@@ -316,14 +374,16 @@ int run_main(int argc, char** argv, const meshrt_program* program, const std::st
             return 2;
         }
         int status = 0;
-        rt.comm = comm::make_nccl_handler(rt.topology, rt.program_name, &argc, &argv, &status);
+        rt.comm = comm::make_nccl_handler(rt.topology, settings, rt.program_name, &argc, &argv,
+                                          &status);
         if (!rt.comm)
             return status;
 #endif
 #ifdef MESHRT_HAVE_MPI
     } else if (rt.options.comm == "mpi") {
         int status = 0;
-        rt.comm = comm::make_mpi_handler(rt.topology, rt.program_name, &argc, &argv, &status);
+        rt.comm = comm::make_mpi_handler(rt.topology, settings, rt.program_name, &argc, &argv,
+                                         &status);
         if (!rt.comm)
             return status;
 #endif
@@ -345,6 +405,8 @@ int run_main(int argc, char** argv, const meshrt_program* program, const std::st
 
     const int64_t first = rt.comm->first_local_device();
     const int64_t count = rt.comm->local_device_count(ndevices);
+    if (rt.options.print_topology)
+        return print_topology(rt, first, count);
     std::vector<std::unique_ptr<meshrt_device>> devices;
     for (int64_t d = first; d < first + count; ++d) {
         auto dev = std::make_unique<meshrt_device>();

@@ -30,6 +30,8 @@ struct Options {
     std::string device = "cpu"; // cpu, cuda (only when built with CUDA) or gpu-emulator
     int64_t mesh_threads = 0; // 0: the default (cores / devices, at least 1)
     std::string trace_path;   // empty: no trace
+    double comm_timeout_s = 300; // --comm-timeout (MPI, NCCL); 0: no timeout
+    bool print_topology = false; // --print-topology: which process runs which device
     // The program's arguments (program->args), parsed: one entry per argument.
     std::vector<std::string> arg_text;  // the path of a path argument
     std::vector<double> arg_number;     // int (exact up to 2^53), float and bool arguments

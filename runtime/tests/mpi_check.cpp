@@ -12,11 +12,17 @@
 // compiler picked for that loop (vector body or scalar tail), which is not specified. Groups are recomputed from coordinates, without
 // comm/group.cpp. Meshes: Pod 2x4 and Cube 2x2x2 on all 8 devices, Hex 3x2 on the first
 // 6 (devices 6 and 7 sit its collectives out), every axis subset in several orders.
+// After `--`, scenarios of failure and of long runs (see main) for the tests of
+// --comm-timeout and of multi-host runs (tests/multihost/).
 #include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,6 +31,7 @@
 #include "comm/reduce.h"
 #include "meshrt.h"
 #include "src/dtype.h"
+#include "src/runtime.h"
 #include "src/tensor.h"
 #include "tests/test_util.h"
 
@@ -384,6 +391,118 @@ void abort_during_save(meshrt_device* dev, const std::string& dir) {
     meshrt_fail(dev, "the save finished before device 3 stopped the run");
 }
 
+/// `-- stall D SECONDS`: every device joins an all_reduce over all of Pod; device D
+/// first sleeps SECONDS. Run with a shorter --comm-timeout, the others must end the job
+/// naming the collective, its group and device D as the one that did not answer.
+void stall(meshrt_device* dev, int64_t who, int64_t seconds) {
+    const int64_t d = meshrt_device_index(dev);
+    float x = float(d), y = 0;
+    const int32_t pod[2] = {0, 1};
+    meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1); // all joined
+    if (d == who)
+        sleep(unsigned(seconds));
+    meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
+    meshrt_fail(dev, "the stalled all_reduce completed before the timeout");
+}
+
+/// `-- mismatch D`: device D joins an all_reduce over Pod's data axis where every other
+/// device joins one over all of Pod (both groups were used once before by everyone):
+/// under a short --comm-timeout every member answers the roll call, and the message
+/// says the members do not make the same collectives and where device D waits.
+void mismatch(meshrt_device* dev, int64_t who) {
+    const int64_t d = meshrt_device_index(dev);
+    float x = float(d), y = 0;
+    const int32_t pod[2] = {0, 1}, data[1] = {0};
+    meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
+    meshrt_all_reduce(dev, 0, 1, data, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
+    if (d == who)
+        meshrt_all_reduce(dev, 0, 1, data, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
+    else
+        meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
+    meshrt_fail(dev, "a mismatched collective completed");
+}
+
+/// `-- loop SECONDS`: all_reduce over Pod's model axis and data axis, then a 10 ms
+/// sleep, for SECONDS seconds (a long run for the lost-host test; device 0 prints a line
+/// per second). The sums are checked.
+void loop(meshrt_device* dev, int64_t seconds) {
+    const int64_t d = meshrt_device_index(dev);
+    const int32_t model[1] = {1}, data[1] = {0};
+    const auto start = std::chrono::steady_clock::now();
+    int64_t printed = -1;
+    for (int64_t i = 0;; ++i) {
+        int64_t x[2] = {d, i}, y[2] = {0, 0};
+        meshrt_all_reduce(dev, 0, 1, model, MESHRT_I64, MESHRT_SUM, x, y, 2);
+        meshrt_all_reduce(dev, 0, 1, data, MESHRT_I64, MESHRT_SUM, y, x, 2);
+        if (x[0] != 28 || x[1] != 8 * i)
+            meshrt_fail(dev, "loop: wrong sums");
+        const auto s = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+        // Every device decides the same way whether to go on: device 0's clock.
+        int64_t go = s < seconds, all = 0;
+        meshrt_broadcast_all(dev, &go, sizeof go);
+        all = go;
+        if (d == 0 && s != printed) {
+            printed = s;
+            std::printf("loop: %lld s, %lld rounds\n", static_cast<long long>(s),
+                        static_cast<long long>(i + 1));
+            std::fflush(stdout);
+        }
+        if (!all)
+            break;
+        usleep(10000);
+    }
+}
+
+#ifdef MESHRT_HAVE_MPI
+/// `-- bootstrap` (under mpirun only): the NCCL handler's bootstrap path across hosts
+/// with a CPU stand-in for ncclGetUniqueId. For every group of the meshes, the member of
+/// rank 0 makes a 128-byte blob (its device index and a per-run random part), the
+/// others get it through MpiHandler::bootstrap_group, and every member checks, by
+/// all_gather, that all of them hold the same bytes, made by the group's first member.
+void bootstrap(meshrt_device* dev) {
+    auto* mpi = dynamic_cast<comm::mpi::MpiHandler*>(dev->runtime->comm.get());
+    if (!mpi)
+        meshrt_fail(dev, "-- bootstrap runs under mpirun with --comm=mpi");
+    const int64_t d = meshrt_device_index(dev);
+    int64_t groups = 0;
+    for (size_t m = 0; m < kMeshes.size(); ++m)
+        for (const std::vector<int32_t>& axes : kMeshes[m].groups) {
+            const std::vector<int64_t> members = group_of(d, kMeshes[m].sizes, axes);
+            if (members.empty())
+                continue;
+            comm::GroupMember gm = dev->runtime->groups->lookup(
+                dev, "bootstrap", int32_t(m), std::span<const int32_t>(axes));
+            std::array<uint64_t, 16> blob{};
+            const uint64_t salt = uint64_t(getpid()) * 1000003 + uint64_t(groups);
+            std::unique_ptr<comm::GroupState> st =
+                mpi->bootstrap_group(dev, *gm.group, blob.data(), int(sizeof blob), [&](void* p) {
+                    auto* b = static_cast<uint64_t*>(p);
+                    b[0] = uint64_t(d);
+                    for (size_t i = 1; i < blob.size(); ++i)
+                        b[i] = mix(salt + i);
+                });
+            const int64_t n = int64_t(members.size());
+            std::vector<uint64_t> all(blob.size() * size_t(n));
+            const int64_t shape[1] = {int64_t(blob.size())};
+            meshrt_all_gather(dev, int32_t(m), int32_t(axes.size()), axes.data(), MESHRT_I64,
+                              blob.data(), all.data(), 1, shape, 0);
+            for (int64_t r = 0; r < n; ++r)
+                if (std::memcmp(all.data() + size_t(r) * blob.size(), blob.data(), sizeof blob) ||
+                    blob[0] != uint64_t(members[0]))
+                    meshrt_fail(dev, (label("bootstrap", kMeshes[m], axes) + ": member " +
+                                      std::to_string(r) + " holds other bytes")
+                                         .c_str());
+            ++groups;
+        }
+    if (d == 0) {
+        std::printf("bootstrap: %lld groups checked on device 0\n", static_cast<long long>(groups));
+        std::fflush(stdout);
+    }
+}
+#endif
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -398,8 +517,27 @@ int main(int argc, char** argv) {
         const std::string dir = sep[2];
         return prog.run([&](meshrt_device* dev) { abort_during_save(dev, dir); }, args);
     }
+    auto number = [](const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); };
+    if (args.end() - sep == 4 && sep[1] == "stall") {
+        const int64_t who = number(sep[2]), seconds = number(sep[3]);
+        return prog.run([&](meshrt_device* dev) { stall(dev, who, seconds); }, args);
+    }
+    if (args.end() - sep == 3 && sep[1] == "mismatch") {
+        const int64_t who = number(sep[2]);
+        return prog.run([&](meshrt_device* dev) { mismatch(dev, who); }, args);
+    }
+    if (args.end() - sep == 3 && sep[1] == "loop") {
+        const int64_t seconds = number(sep[2]);
+        return prog.run([&](meshrt_device* dev) { loop(dev, seconds); }, args);
+    }
+#ifdef MESHRT_HAVE_MPI
+    if (args.end() - sep == 2 && sep[1] == "bootstrap")
+        return prog.run(bootstrap, args);
+#endif
     if (sep != args.end()) {
-        std::fprintf(stderr, "usage: meshrt-mpi-check [runtime options] [-- abort-during-save DIR]\n");
+        std::fprintf(stderr, "usage: meshrt-mpi-check [runtime options] [-- abort-during-save DIR "
+                             "| stall DEVICE SECONDS | mismatch DEVICE | loop SECONDS | "
+                             "bootstrap]\n");
         return 2;
     }
     return prog.run(run_checks, args);

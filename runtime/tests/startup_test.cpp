@@ -33,6 +33,9 @@ TEST_CASE("help lists the options and meshes", "[startup]") {
     CHECK_THAT(r.out, Catch::Contains("--device=cpu|cuda"));
     CHECK_THAT(r.out, Catch::Contains("--mesh-threads=N"));
     CHECK_THAT(r.out, Catch::Contains("--trace=FILE.json"));
+    CHECK_THAT(r.out, Catch::Contains("--comm-timeout=SECONDS"));
+    CHECK_THAT(r.out, Catch::Contains("(default 300; 0: wait for ever)"));
+    CHECK_THAT(r.out, Catch::Contains("--print-topology"));
     CHECK_THAT(r.out, Catch::Contains("  Pod: 8 devices (data=2, model=4)\n"));
     CHECK_THAT(r.out, Catch::Contains("  Line: 3 devices (x=3)\n"));
     CHECK_THAT(r.out, Catch::EndsWith("status 0 ran 0\n"));
@@ -81,8 +84,30 @@ TEST_CASE("bad options are usage errors", "[startup]") {
     CHECK(status_of({"--trace=/nonexistent-meshrt-dir/t.json"}, &err) == 2);
     CHECK(err == "error: --trace=/nonexistent-meshrt-dir/t.json: cannot write in '/nonexistent-meshrt-dir': No "
                  "such file or directory (see prog --help)\n");
+    for (const char* bad : {"--comm-timeout=", "--comm-timeout=-1", "--comm-timeout=5s",
+                            "--comm-timeout=nan", "--comm-timeout=1e7"}) {
+        CHECK(status_of({bad}, &err) == 2);
+        CHECK_THAT(err, Catch::StartsWith("error: --comm-timeout wants a number of seconds from 0 "
+                                          "(no timeout) to 1000000, not '"));
+    }
+    CHECK(status_of({"--comm-timeout=0", "--comm-timeout=2.5"}, &err) == 0);
     CHECK(status_of({"--comm=sim", "--mesh-threads=1", "--", "--anything"}, &err) == 0);
     CHECK(err.empty());
+}
+
+TEST_CASE("print-topology lists every device's coordinates and runs nothing", "[startup]") {
+    ChildResult r = run_in_child([] {
+        TestProgram prog({{"Pod", {"data", "model"}, {2, 2}}, {"Line", {"x"}, {3}}}, "prog");
+        std::atomic<int> ran{0};
+        int status = prog.run([&](meshrt_device*) { ++ran; }, {"--print-topology"});
+        std::printf("status %d ran %d\n", status, ran.load());
+    });
+    CHECK(r.exit_status == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("prog: 4 devices, --comm=sim\n"));
+    CHECK_THAT(r.out, Catch::Contains(", Pod[data=0, model=1], Line[x=1]\n"));
+    CHECK_THAT(r.out, Catch::Contains("device 3: host "));
+    CHECK_THAT(r.out, Catch::Contains(", Pod[data=1, model=1]\n")); // device 3: not on Line
+    CHECK_THAT(r.out, Catch::EndsWith("status 0 ran 0\n"));
 }
 
 TEST_CASE("a program on more devices than the runtime starts is refused", "[startup]") {

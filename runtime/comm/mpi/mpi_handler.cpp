@@ -21,7 +21,11 @@
 // must be contiguous per member (integers and bools split inside an outer dim).
 #include "comm/mpi/mpi_handler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -43,18 +47,6 @@ constexpr int64_t kSmallBytes = 4096;                     // see the header comm
 constexpr int64_t kDefaultSegmentBytes = int64_t(256) << 20; // all_reduce segment
 constexpr int64_t kMaxSegmentBytes = int64_t(1) << 30;       // counts stay ints
 constexpr int kTraceTag = 1;
-
-/// Fails the run when an MPI call did not succeed (the handler's communicators return
-/// errors instead of aborting, so the message names the device and the collective).
-void check(meshrt_device* dev, int rc, const char* what) {
-    if (rc == MPI_SUCCESS)
-        return;
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        len = std::snprintf(text, sizeof text, "MPI error %d", rc);
-    fail(dev, std::string(what) + " failed: " + std::string(text, size_t(len)));
-}
 
 /// An uncommitted datatype of `bytes` contiguous bytes with extent `bytes`: 2^30-byte
 /// chunks plus the rest when it does not fit one int count.
@@ -121,13 +113,35 @@ std::vector<const void*> blocks(const char* base, int64_t n, int64_t bytes) {
     return v;
 }
 
+std::atomic<double> g_abort_delay{0};
+
 [[noreturn]] void abort_job(int status) {
+    if (const double d = g_abort_delay.load(); d > 0) {
+        // mpirun may end the job meanwhile (SIGTERM: the temporary files are gone already).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(d);
+        while (std::chrono::steady_clock::now() < until)
+            usleep(100000);
+    }
     // mpirun stops the other ranks (SIGTERM, whose handler removes their temporary files).
     MPI_Abort(MPI_COMM_WORLD, status);
     _Exit(status);
 }
 
 } // namespace
+
+void check(meshrt_device* dev, int rc, const char* what) {
+    if (rc == MPI_SUCCESS)
+        return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        len = std::snprintf(text, sizeof text, "MPI error %d", rc);
+    fail(dev, std::string(what) + " failed: " + std::string(text, size_t(len)));
+}
+
+void delay_abort(double seconds) {
+    g_abort_delay.store(seconds);
+}
 
 // ---------------------------------------------------------------- BlockType
 
@@ -186,11 +200,45 @@ MpiGroupState::~MpiGroupState() {
     }
 }
 
-MpiHandler::MpiHandler(MPI_Comm world, int rank, int size)
+MpiHandler::MpiHandler(MPI_Comm world, int rank, int size, const Topology& topology,
+                       const CommSettings& settings)
     : world_(world), self_(MPI_COMM_NULL), rank_(rank), size_(size),
-      segment_bytes_(kDefaultSegmentBytes) {
+      segment_bytes_(kDefaultSegmentBytes), topology_(topology),
+      timeout_s_(settings.timeout_s) {
     check(nullptr, MPI_Comm_dup(MPI_COMM_SELF, &self_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(self_, MPI_ERRORS_RETURN);
+    check(nullptr, MPI_Comm_dup(world_, &watch_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(watch_, MPI_ERRORS_RETURN);
+    check(nullptr,
+          MPI_Irecv(&ask_buf_, 1, MPI_INT64_T, MPI_ANY_SOURCE, 1, watch_, &ask_request_),
+          "MPI_Irecv");
+    // Every rank's host and node, for --print-topology and the timeout's message. A node
+    // is a host name and a network namespace: ranks with both equal are numbered as one
+    // node, in the order of their first ranks. (Not MPI_COMM_TYPE_SHARED: OpenMPI 4.1
+    // crashes splitting that way across network namespaces of one machine, as the
+    // multi-host test's hosts are.)
+    constexpr size_t kKey = MPI_MAX_PROCESSOR_NAME + 64;
+    char key[kKey] = {};
+    int len = 0;
+    MPI_Get_processor_name(key, &len);
+    char ns[64] = {};
+    const ssize_t ns_len = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    if (ns_len > 0)
+        std::memcpy(key + MPI_MAX_PROCESSOR_NAME, ns, size_t(ns_len));
+    std::vector<char> keys(static_cast<size_t>(size) * kKey);
+    check(nullptr,
+          MPI_Allgather(key, int(kKey), MPI_CHAR, keys.data(), int(kKey), MPI_CHAR, world_),
+          "MPI_Allgather");
+    std::vector<std::string> seen;
+    for (int r = 0; r < size; ++r) {
+        const char* k = keys.data() + size_t(r) * kKey;
+        hosts_.emplace_back(k, strnlen(k, MPI_MAX_PROCESSOR_NAME));
+        const std::string whole(k, kKey);
+        auto at = std::find(seen.begin(), seen.end(), whole);
+        if (at == seen.end())
+            at = seen.insert(seen.end(), whole);
+        nodes_.push_back(int(at - seen.begin()));
+    }
     // A knob for tests and tuning: smaller segments exercise the segmented path.
     if (const char* env = std::getenv("MESHRT_MPI_SEGMENT_BYTES")) {
         const long long v = std::atoll(env);
@@ -207,6 +255,14 @@ char* MpiHandler::scratch(int64_t bytes) {
 
 MpiHandler::~MpiHandler() {
     set_fail_exit(nullptr);
+    if (ask_request_ != MPI_REQUEST_NULL) {
+        MPI_Cancel(&ask_request_);
+        MPI_Wait(&ask_request_, MPI_STATUS_IGNORE);
+    }
+    for (Answer& a : answers_)
+        if (a.request != MPI_REQUEST_NULL)
+            MPI_Request_free(&a.request);
+    MPI_Comm_free(&watch_);
     MPI_Comm_free(&self_);
     MPI_Comm_free(&world_);
     MPI_Finalize();
@@ -252,6 +308,7 @@ std::unique_ptr<GroupState> MpiHandler::make_group_state(const Group& g) {
 
 void MpiHandler::all_reduce(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype,
                             int32_t op, const void* in, void* out, int64_t count) {
+    Enter enter(*this, &g, "all_reduce");
     const int64_t n = g.size();
     if (n == 1) {
         reduce_into(dtype, op, out, &in, 1, count); // normalises bools like the n > 1 case
@@ -266,8 +323,9 @@ void MpiHandler::all_reduce(meshrt_device* dev, const Group& g, int64_t rank, in
         const char* src = static_cast<const char*>(in) + s * elem;
         char* dst = static_cast<char*>(out) + s * elem;
         if (type != MPI_DATATYPE_NULL)
-            check(dev, MPI_Allreduce(src, dst, int(len), type, mop, comm),
-                  "all_reduce: MPI_Allreduce");
+            complete(dev, "all_reduce: MPI_Iallreduce", [&](MPI_Request* req) {
+                return MPI_Iallreduce(src, dst, int(len), type, mop, comm, req);
+            });
         else
             ordered_all_reduce(dev, comm, n, rank, dtype, op, src, dst, len);
     }
@@ -281,8 +339,9 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
         // One round: everyone gets every input and reduces all of it.
         const int bytes = int(count * elem);
         char* all = scratch(n * bytes);
-        check(dev, MPI_Allgather(in, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm),
-              "all_reduce: MPI_Allgather");
+        complete(dev, "all_reduce: MPI_Iallgather", [&](MPI_Request* req) {
+            return MPI_Iallgather(in, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm, req);
+        });
         reduce_into(dtype, op, out, blocks(all, n, bytes).data(), n, count);
         return;
     }
@@ -294,13 +353,15 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
     if (count % n == 0) {
         const int slice = int(count / n * elem);
         char* slices = scratch(n * slice);
-        check(dev, MPI_Alltoall(in, slice, MPI_BYTE, slices, slice, MPI_BYTE, comm),
-              "all_reduce: MPI_Alltoall");
+        complete(dev, "all_reduce: MPI_Ialltoall", [&](MPI_Request* req) {
+            return MPI_Ialltoall(in, slice, MPI_BYTE, slices, slice, MPI_BYTE, comm, req);
+        });
         reduce_into(dtype, op, out + rank * slice, blocks(slices, n, slice).data(), n,
                     slice / elem);
-        check(dev,
-              MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, slice, MPI_BYTE, comm),
-              "all_reduce: MPI_Allgather");
+        complete(dev, "all_reduce: MPI_Iallgather", [&](MPI_Request* req) {
+            return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, slice, MPI_BYTE, comm,
+                                  req);
+        });
         return;
     }
     std::vector<int> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
@@ -314,35 +375,38 @@ void MpiHandler::ordered_all_reduce(meshrt_device* dev, MPI_Comm comm, int64_t n
     for (int64_t i = 0; i < n; ++i)
         recv_displs[size_t(i)] = int(i * mine);
     char* slices = scratch(n * mine);
-    check(dev,
-          MPI_Alltoallv(in, counts.data(), displs.data(), MPI_BYTE, slices, recv_counts.data(),
-                        recv_displs.data(), MPI_BYTE, comm),
-          "all_reduce: MPI_Alltoallv");
+    complete(dev, "all_reduce: MPI_Ialltoallv", [&](MPI_Request* req) {
+        return MPI_Ialltoallv(in, counts.data(), displs.data(), MPI_BYTE, slices,
+                              recv_counts.data(), recv_displs.data(), MPI_BYTE, comm, req);
+    });
     reduce_into(dtype, op, out + displs[size_t(rank)], blocks(slices, n, mine).data(), n,
                 mine / elem);
-    check(dev,
-          MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts.data(), displs.data(),
-                         MPI_BYTE, comm),
-          "all_reduce: MPI_Allgatherv");
+    complete(dev, "all_reduce: MPI_Iallgatherv", [&](MPI_Request* req) {
+        return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts.data(),
+                               displs.data(), MPI_BYTE, comm, req);
+    });
 }
 
 void MpiHandler::all_gather(meshrt_device* dev, const Group& g, int64_t, int32_t dtype,
                             const void* in, void* out, std::span<const int64_t> in_shape,
                             int32_t dim) {
+    Enter enter(*this, &g, "all_gather");
     const int64_t n = g.size();
     auto [outer, inner] = split_at(in_shape, dim);
     const int64_t block = inner * int64_t(dtype_size(dtype)); // one member's part of a row
     // out is [outer][n][block]: member i's rows land block bytes apart, n * block apart.
     BlockType send = BlockType::contiguous(dev, outer * block);
     BlockType recv = BlockType::strided(dev, outer, block, n * block, block);
-    check(dev,
-          MPI_Allgather(in, send.count(), send.type(), out, recv.count(), recv.type(), comm_of(g)),
-          "all_gather: MPI_Allgather");
+    complete(dev, "all_gather: MPI_Iallgather", [&](MPI_Request* req) {
+        return MPI_Iallgather(in, send.count(), send.type(), out, recv.count(), recv.type(),
+                              comm_of(g), req);
+    });
 }
 
 void MpiHandler::reduce_scatter(meshrt_device* dev, const Group& g, int64_t, int32_t dtype,
                                 int32_t op, const void* in, void* out,
                                 std::span<const int64_t> in_shape, int32_t dim) {
+    Enter enter(*this, &g, "reduce_scatter");
     const int64_t n = g.size();
     const int64_t elem = int64_t(dtype_size(dtype));
     auto [outer, inner] = split_at(in_shape, dim);
@@ -366,8 +430,9 @@ void MpiHandler::reduce_scatter(meshrt_device* dev, const Group& g, int64_t, int
                                 size_t(piece * elem));
             send = packed;
         }
-        check(dev, MPI_Reduce_scatter_block(send, out, int(mine), type, mop, comm),
-              "reduce_scatter: MPI_Reduce_scatter_block");
+        complete(dev, "reduce_scatter: MPI_Ireduce_scatter_block", [&](MPI_Request* req) {
+            return MPI_Ireduce_scatter_block(send, out, int(mine), type, mop, comm, req);
+        });
         return;
     }
     // Piece j of every outer row goes to member j; each member reduces what it received
@@ -375,14 +440,17 @@ void MpiHandler::reduce_scatter(meshrt_device* dev, const Group& g, int64_t, int
     BlockType send = BlockType::strided(dev, outer, piece * elem, inner * elem, piece * elem);
     BlockType recv = BlockType::contiguous(dev, mine * elem);
     char* pieces = scratch(n * mine * elem);
-    check(dev, MPI_Alltoall(in, send.count(), send.type(), pieces, recv.count(), recv.type(), comm),
-          "reduce_scatter: MPI_Alltoall");
+    complete(dev, "reduce_scatter: MPI_Ialltoall", [&](MPI_Request* req) {
+        return MPI_Ialltoall(in, send.count(), send.type(), pieces, recv.count(), recv.type(), comm,
+                             req);
+    });
     reduce_into(dtype, op, out, blocks(pieces, n, mine * elem).data(), n, mine);
 }
 
 void MpiHandler::all_to_all(meshrt_device* dev, const Group& g, int64_t, int32_t dtype,
                             const void* in, void* out, std::span<const int64_t> in_shape,
                             int32_t from_dim, int32_t to_dim) {
+    Enter enter(*this, &g, "all_to_all");
     const int64_t n = g.size();
     const int64_t elem = int64_t(dtype_size(dtype));
     std::vector<int64_t> out_shape(in_shape.begin(), in_shape.end());
@@ -402,63 +470,79 @@ void MpiHandler::all_to_all(meshrt_device* dev, const Group& g, int64_t, int32_t
                                         b * send_inner * elem);
     BlockType recv = BlockType::strided(dev, recv_outer, f * recv_inner * elem,
                                         n * f * recv_inner * elem, f * recv_inner * elem);
-    check(dev,
-          MPI_Alltoall(in, send.count(), send.type(), out, recv.count(), recv.type(), comm_of(g)),
-          "all_to_all: MPI_Alltoall");
+    complete(dev, "all_to_all: MPI_Ialltoall", [&](MPI_Request* req) {
+        return MPI_Ialltoall(in, send.count(), send.type(), out, recv.count(), recv.type(),
+                             comm_of(g), req);
+    });
 }
 
 void MpiHandler::barrier(meshrt_device* dev, const Group& g, int64_t) {
+    Enter enter(*this, &g, "barrier");
     if (g.size() > 1)
-        check(dev, MPI_Barrier(comm_of(g)), "barrier: MPI_Barrier");
+        complete(dev, "barrier: MPI_Ibarrier", [&](MPI_Request* req) {
+            return MPI_Ibarrier(comm_of(g), req);
+        });
 }
 
 void MpiHandler::broadcast(meshrt_device* dev, const Group& g, int64_t, int64_t root, void* buf,
                            int64_t bytes) {
+    Enter enter(*this, &g, "broadcast");
     if (g.size() == 1)
         return;
     BlockType t = BlockType::contiguous(dev, bytes);
-    check(dev, MPI_Bcast(buf, t.count(), t.type(), int(root), comm_of(g)), "broadcast: MPI_Bcast");
+    complete(dev, "broadcast: MPI_Ibcast", [&](MPI_Request* req) {
+        return MPI_Ibcast(buf, t.count(), t.type(), int(root), comm_of(g), req);
+    });
 }
 
 void MpiHandler::gather(meshrt_device* dev, const Group& g, int64_t, int64_t root, const void* in,
                         int64_t bytes, void* out) {
+    Enter enter(*this, &g, "gather");
     BlockType t = BlockType::contiguous(dev, bytes);
-    check(dev,
-          MPI_Gather(in, t.count(), t.type(), out, t.count(), t.type(), int(root), comm_of(g)),
-          "gather: MPI_Gather");
+    complete(dev, "gather: MPI_Igather", [&](MPI_Request* req) {
+        return MPI_Igather(in, t.count(), t.type(), out, t.count(), t.type(), int(root), comm_of(g),
+                           req);
+    });
 }
 
 // ---------------------------------------------------------------- the process
 
 void MpiHandler::process_barrier() {
-    check(nullptr, MPI_Barrier(world_), "MPI_Barrier");
+    Enter enter(*this, nullptr, "process barrier");
+    complete(nullptr, "MPI_Ibarrier", [&](MPI_Request* req) {
+        return MPI_Ibarrier(world_, req);
+    });
 }
 
 bool MpiHandler::gather_tracks(std::string tracks, std::vector<std::string>* all) {
+    Enter enter(*this, nullptr, "trace collection");
     // Point to point, in pieces of at most 1 GiB: a track's size is not bounded by INT_MAX.
     constexpr int64_t kPiece = int64_t(1) << 30;
     int64_t len = int64_t(tracks.size());
     if (rank_ != 0) {
-        check(nullptr, MPI_Send(&len, 1, MPI_INT64_T, 0, kTraceTag, world_), "trace: MPI_Send");
+        complete(nullptr, "trace: MPI_Isend", [&](MPI_Request* req) {
+            return MPI_Isend(&len, 1, MPI_INT64_T, 0, kTraceTag, world_, req);
+        });
         for (int64_t at = 0; at < len; at += kPiece)
-            check(nullptr,
-                  MPI_Send(tracks.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, 0,
-                           kTraceTag, world_),
-                  "trace: MPI_Send");
+            complete(nullptr, "trace: MPI_Isend", [&](MPI_Request* req) {
+                return MPI_Isend(tracks.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, 0,
+                                 kTraceTag, world_, req);
+            });
         return false;
     }
     all->assign(size_t(size_), std::string());
     (*all)[0] = std::move(tracks);
     for (int r = 1; r < size_; ++r) {
-        check(nullptr, MPI_Recv(&len, 1, MPI_INT64_T, r, kTraceTag, world_, MPI_STATUS_IGNORE),
-              "trace: MPI_Recv");
+        complete(nullptr, "trace: MPI_Irecv", [&](MPI_Request* req) {
+            return MPI_Irecv(&len, 1, MPI_INT64_T, r, kTraceTag, world_, req);
+        });
         std::string& s = (*all)[size_t(r)];
         s.resize(size_t(len));
         for (int64_t at = 0; at < len; at += kPiece)
-            check(nullptr,
-                  MPI_Recv(s.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, r, kTraceTag,
-                           world_, MPI_STATUS_IGNORE),
-                  "trace: MPI_Recv");
+            complete(nullptr, "trace: MPI_Irecv", [&](MPI_Request* req) {
+                return MPI_Irecv(s.data() + at, int(std::min(kPiece, len - at)), MPI_BYTE, r,
+                                 kTraceTag, world_, req);
+            });
     }
     return true;
 }
@@ -468,6 +552,7 @@ bool MpiHandler::gather_tracks(std::string tracks, std::vector<std::string>* all
 namespace meshrt::comm {
 
 std::unique_ptr<CommHandler> make_mpi_handler(const Topology& topology,
+                                              const CommSettings& settings,
                                               const std::string& program_name, int* argc,
                                               char*** argv, int* status) {
     int done = 0;
@@ -515,7 +600,7 @@ std::unique_ptr<CommHandler> make_mpi_handler(const Topology& topology,
     MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
     // From now on a failing device ends the whole job.
     set_fail_exit(&mpi::abort_job);
-    return std::make_unique<mpi::MpiHandler>(world, rank, size);
+    return std::make_unique<mpi::MpiHandler>(world, rank, size, topology, settings);
 }
 
 } // namespace meshrt::comm

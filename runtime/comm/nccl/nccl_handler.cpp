@@ -20,7 +20,10 @@
 
 #include <nccl.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -126,7 +129,9 @@ void copy_1d(meshrt_device* dev, DeviceContext& c, void* dst, const void* src, s
 class NcclHandler : public CommHandler {
 public:
     /// mpi: the MPI handler under mpirun (this process runs one device), else null.
-    explicit NcclHandler(std::unique_ptr<CommHandler> mpi) : mpi_(std::move(mpi)) {}
+    NcclHandler(std::unique_ptr<CommHandler> mpi, const Topology& topology,
+                const CommSettings& settings)
+        : mpi_(std::move(mpi)), topology_(topology), timeout_s_(settings.timeout_s) {}
 
     std::string_view name() const override { return "nccl"; }
 
@@ -139,16 +144,14 @@ public:
             return st;
         }
 #ifdef MESHRT_HAVE_MPI
-        // Every member's process gets here (groups are made by their members); the
-        // first member makes the id and the group's MPI communicator carries it.
-        st->mpi = mpi_->make_group_state(g);
-        const MPI_Comm comm = static_cast<mpi::MpiGroupState&>(*st->mpi).comm;
-        int r = -1;
-        MPI_Comm_rank(comm, &r);
-        if (r == 0)
-            check(nullptr, ncclGetUniqueId(&st->id), "ncclGetUniqueId");
-        if (MPI_Bcast(&st->id, int(sizeof st->id), MPI_BYTE, 0, comm) != MPI_SUCCESS)
-            fail(nullptr, "NCCL: MPI_Bcast of a group's unique id failed");
+        // Every member's process gets here (groups are made by their members), on
+        // whichever host; the first member makes the id and the group's MPI
+        // communicator carries it (under --comm-timeout).
+        st->mpi = static_cast<mpi::MpiHandler&>(*mpi_).bootstrap_group(
+            nullptr, g, &st->id, int(sizeof st->id), [](void* id) {
+                check(nullptr, ncclGetUniqueId(static_cast<ncclUniqueId*>(id)),
+                      "ncclGetUniqueId");
+            });
 #endif
         return st;
     }
@@ -202,7 +205,7 @@ public:
             group_end(dev);
         }
         dout.finish();
-        cuda::sync(dev, c, "all_reduce");
+        settle(dev, c, g, rank, "all_reduce");
     }
 
     void all_gather(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype, const void* in,
@@ -233,7 +236,7 @@ public:
                         all.get<char>() + size_t(i) * mine, block, block, size_t(outer));
         }
         dout.finish();
-        cuda::sync(dev, c, "all_gather");
+        settle(dev, c, g, rank, "all_gather");
     }
 
     void reduce_scatter(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype, int32_t op,
@@ -286,7 +289,7 @@ public:
             }
         }
         dout.finish();
-        cuda::sync(dev, c, "reduce_scatter");
+        settle(dev, c, g, rank, "reduce_scatter");
     }
 
     void all_to_all(meshrt_device* dev, const Group& g, int64_t rank, int32_t dtype, const void* in,
@@ -350,7 +353,7 @@ public:
                 copy_2d(dev, c, dout.get<char>() + size_t(i) * recv_run, size_t(n) * recv_run,
                         recv_buf + size_t(i) * piece, recv_run, recv_run, size_t(recv_outer));
         dout.finish();
-        cuda::sync(dev, c, "all_to_all");
+        settle(dev, c, g, rank, "all_to_all");
     }
 
     void barrier(meshrt_device* dev, const Group& g, int64_t rank) override {
@@ -364,7 +367,7 @@ public:
               ncclAllReduce(c.scratch_word, c.scratch_word, 1, ncclInt32, ncclSum,
                             comm(dev, g, rank), c.stream),
               "barrier: ncclAllReduce");
-        cuda::sync(dev, c, "barrier");
+        settle(dev, c, g, rank, "barrier");
     }
 
     void broadcast(meshrt_device* dev, const Group& g, int64_t rank, int64_t root, void* buf,
@@ -378,7 +381,7 @@ public:
                             comm(dev, g, rank), c.stream),
               "broadcast: ncclBroadcast");
         d.finish();
-        cuda::sync(dev, c, "broadcast");
+        settle(dev, c, g, rank, "broadcast");
     }
 
     void gather(meshrt_device* dev, const Group& g, int64_t rank, int64_t root, const void* in,
@@ -408,7 +411,7 @@ public:
             group_end(dev);
         }
         dout.finish();
-        cuda::sync(dev, c, "gather");
+        settle(dev, c, g, rank, "gather");
     }
 
     // ---- the process: under mpirun, MPI's (one device per process)
@@ -426,6 +429,9 @@ public:
         if (mpi_)
             mpi_->process_barrier();
     }
+    std::string process_label() const override {
+        return mpi_ ? mpi_->process_label() : CommHandler::process_label();
+    }
     bool gather_tracks(std::string tracks, std::vector<std::string>* all) override {
         if (mpi_)
             return mpi_->gather_tracks(std::move(tracks), all);
@@ -434,6 +440,57 @@ public:
     }
 
 private:
+    /// Waits for the device's stream after a collective of g (see nccl_handler.h): NCCL's
+    /// asynchronous errors and the timeout abort the communicator and fail the run.
+    void settle(meshrt_device* dev, DeviceContext& c, const Group& g, int64_t rank,
+                const char* what) {
+        auto& st = static_cast<NcclGroupState&>(*g.state);
+        const auto start = std::chrono::steady_clock::now();
+        for (int64_t polls = 0;; ++polls) {
+            const cudaError_t e = cudaStreamQuery(c.stream);
+            if (e == cudaSuccess)
+                return;
+            if (e != cudaErrorNotReady)
+                cuda::sync(dev, c, what); // reports the error
+            ncclComm_t comm = st.comms[size_t(rank)];
+            ncclResult_t async = ncclSuccess;
+            if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+                async != ncclSuccess && async != ncclInProgress) {
+                abort_comm(st, rank);
+                fail(dev, std::string("NCCL: ") + what + " " +
+                              describe_group(topology_, g, g.members[size_t(rank)]) +
+                              " failed: " + ncclGetErrorString(async) +
+                              "; the communicator was aborted");
+            }
+            if (timeout_s_ > 0 && (polls & 63) == 0) {
+                const double waited =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                        .count();
+                if (waited >= timeout_s_) {
+                    abort_comm(st, rank);
+                    char secs[64];
+                    std::snprintf(secs, sizeof secs, "%.3g s (--comm-timeout=%.3g s)", waited,
+                                  timeout_s_);
+                    fail(dev, std::string("NCCL: ") + what + " " +
+                                  describe_group(topology_, g, g.members[size_t(rank)]) +
+                                  " made no progress for " + secs +
+                                  ": a member did not join it (NCCL does not say which: "
+                                  "the members' own messages do); the communicator was "
+                                  "aborted; ending the job");
+                }
+            }
+            if (polls > 2000)
+                sched_yield();
+        }
+    }
+
+    static void abort_comm(NcclGroupState& st, int64_t rank) {
+        if (ncclComm_t& comm = st.comms[size_t(rank)]) {
+            ncclCommAbort(comm);
+            comm = nullptr;
+        }
+    }
+
     /// The calling member's communicator of g, made on its first use (every member gets
     /// here at the same collective, so ncclCommInitRank meets all of them).
     ncclComm_t comm(meshrt_device* dev, const Group& g, int64_t rank) {
@@ -472,6 +529,8 @@ private:
     }
 
     std::unique_ptr<CommHandler> mpi_;
+    const Topology& topology_;
+    double timeout_s_;
 };
 
 /// Whether this process was started by an MPI launcher (OpenMPI, PMIx, MPICH's Hydra).
@@ -486,16 +545,17 @@ bool under_mpirun() {
 namespace meshrt::comm {
 
 std::unique_ptr<CommHandler> make_nccl_handler(const Topology& topology,
+                                               const CommSettings& settings,
                                                const std::string& program_name, int* argc,
                                                char*** argv, int* status) {
     const int64_t ndevices = topology.ndevices();
     if (nccl::under_mpirun()) {
 #ifdef MESHRT_HAVE_MPI
         std::unique_ptr<CommHandler> mpi =
-            make_mpi_handler(topology, program_name, argc, argv, status);
+            make_mpi_handler(topology, settings, program_name, argc, argv, status);
         if (!mpi)
             return nullptr;
-        return std::make_unique<nccl::NcclHandler>(std::move(mpi));
+        return std::make_unique<nccl::NcclHandler>(std::move(mpi), topology, settings);
 #else
         std::fprintf(stderr,
                      "error: %s was started by mpirun, but its runtime was built without MPI: "
@@ -523,7 +583,7 @@ std::unique_ptr<CommHandler> make_nccl_handler(const Topology& topology,
         *status = 2;
         return nullptr;
     }
-    return std::make_unique<nccl::NcclHandler>(nullptr);
+    return std::make_unique<nccl::NcclHandler>(nullptr, topology, settings);
 }
 
 } // namespace meshrt::comm

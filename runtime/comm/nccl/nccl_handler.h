@@ -6,9 +6,15 @@
 //     with --comm=mpi, on GPU rank % (the node's GPUs).
 // Each group gets its own NCCL communicator: its unique id is made once per group
 // (ncclGetUniqueId; under mpirun by the group's first member and broadcast over the
-// group's MPI communicator), and each member joins (ncclCommInitRank) from its own
+// group's MPI communicator, across hosts, MpiHandler::bootstrap_group), and each member joins (ncclCommInitRank) from its own
 // thread, on its own GPU, the first time it uses the group. Made by make_nccl_handler
 // for meshrt_main.
+//
+// Failure is bounded (--comm-timeout): a collective's stream is polled (cudaStreamQuery)
+// instead of synchronised, with NCCL's asynchronous error (ncclCommGetAsyncError) checked
+// on the way; an error, or no completion within the timeout, aborts the communicator
+// (ncclCommAbort) and fails the run with a message naming the collective and its group
+// (under mpirun, MPI_Abort then ends the job).
 #pragma once
 
 #include <memory>
@@ -23,6 +29,7 @@ namespace meshrt::comm {
 /// devices in one process, or started by mpirun without MPI in this runtime. Under
 /// mpirun (with MPI) it initialises MPI as make_mpi_handler does.
 std::unique_ptr<CommHandler> make_nccl_handler(const Topology& topology,
+                                               const CommSettings& settings,
                                                const std::string& program_name, int* argc,
                                                char*** argv, int* status);
 

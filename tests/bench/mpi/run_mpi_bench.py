@@ -173,8 +173,9 @@ def main():
     iters, repeat = (2, 1) if args.smoke else (args.iters, args.repeat)
     count = nbytes // 4
     mpirun = [args.mpirun] + MPIRUN_FLAGS + ["-np", str(args.ranks)]
-    # The per-call byte counts the trace records (the collective's input).
-    traced_bytes = {"all_reduce": nbytes, "reduce_scatter": nbytes, "all_gather": nbytes // args.ranks,
+    # The per-call byte counts the trace records: the unsplit side (runtime/comm/collectives.cpp),
+    # the input, or all_gather's gathered output.
+    traced_bytes = {"all_reduce": nbytes, "reduce_scatter": nbytes, "all_gather": nbytes,
                     "all_to_all": nbytes}
 
     with tempfile.TemporaryDirectory(prefix="mpi-bench-") as tmp:
