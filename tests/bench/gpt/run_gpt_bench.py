@@ -24,7 +24,8 @@ lr 1e-3: the program's defaults; the windows of each step from the program's has
            q/k/v and the MLP hidden constrained to heads/hidden over 'model'
   jax:1    the same on 1 host device
   torch:1  PyTorch float32 (tests/gpt/gpt_torch.py's model, torch.optim.AdamW,
-           clip_grad_norm_), one process, torch's default threads, /usr/bin/python3
+           clip_grad_norm_), one process, torch's default threads (--torch-threads),
+           /usr/bin/python3
 
 Timing. meshc: the program prints `step S loss L` after each step's forward and
 backward; the script timestamps the lines as they arrive (stdout is a pipe), a step is
@@ -138,9 +139,11 @@ def train_batch(tokens, step, B, S):
 
 # ------------------------------------------------------------------ workers (own processes)
 
-def worker_torch(work, steps):
+def worker_torch(work, steps, threads):
     import torch
     import gpt_torch
+    if threads > 0:
+        torch.set_num_threads(threads)
     init, tokens = load_data(work)
     p = {k: torch.tensor(v, dtype=torch.float32, requires_grad=True) for k, v in init.items()}
     B = json.load(open(os.path.join(work, "config.json")))["B"]
@@ -285,9 +288,9 @@ def wait_rss(p, rss_file):
         return ru.ru_maxrss / 1024.0
 
 
-def run_worker(python, kind, work, steps, devices):
+def run_worker(python, kind, work, steps, devices, torch_threads=0):
     cmd = [python, os.path.abspath(__file__), "--worker", kind, "--work", work,
-           "--steps", str(steps), "--devices", str(devices)]
+           "--steps", str(steps), "--devices", str(devices), "--torch-threads", str(torch_threads)]
     rss_file = os.path.join(work, "rss.txt")
     p = subprocess.Popen(timed(cmd, rss_file), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.stdout.read(), p.stderr.read()
@@ -410,6 +413,8 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--breakdown", nargs="*", default=["meshc:8", "meshc:1"])
     ap.add_argument("--jax-python", default=None)
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch.set_num_threads for the PyTorch runner (0: torch's default)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--smoke", action="store_true")
@@ -418,7 +423,7 @@ def main():
     args = ap.parse_args()
 
     if args.worker:
-        res = worker_torch(args.work, args.steps) if args.worker == "torch" else \
+        res = worker_torch(args.work, args.steps, args.torch_threads) if args.worker == "torch" else \
             worker_jax(args.work, args.steps, args.devices)
         print(json.dumps(res))
         return 0
@@ -470,7 +475,7 @@ def main():
                 if kind == "meshc":
                     res = run_meshc(exes[r], work, args.steps, c)
                 else:
-                    res = run_worker(pythons[kind], kind, work, args.steps, int(d))
+                    res = run_worker(pythons[kind], kind, work, args.steps, int(d), args.torch_threads)
                 res["wall_s"] = time.perf_counter() - t0
                 res["step_ms"] = statistics.median(res["times"][args.warmup:]) * 1e3
                 runs[r].append(res)
