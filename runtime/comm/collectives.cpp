@@ -82,6 +82,8 @@ using namespace meshrt::comm;
 
 extern "C" {
 
+void meshrt_comm_site(meshrt_device* dev, const char* site) { dev->comm_site = site; }
+
 void meshrt_all_reduce(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
                        int32_t dtype, int32_t op, const void* in, void* out, int64_t count) {
     TraceScope scope(dev, "all_reduce");

@@ -136,6 +136,11 @@ void meshrt_fail(meshrt_device* dev, const char* message);
  * are logical or; float max propagates NaN. Calling a collective from a device that is
  * not on `mesh` fails the run. */
 
+/* The source location (`file:line:col`, a string that lives as long as the program) of
+ * the collective this device makes next: named by the messages of a collective that
+ * fails or makes no progress (--comm-timeout). */
+void meshrt_comm_site(meshrt_device* dev, const char* site);
+
 void meshrt_all_reduce(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,
                        int32_t dtype, int32_t op, const void* in, void* out, int64_t count);
 /* out's dim `dim` is n times in's; member r's piece goes to index r along it. */

@@ -72,4 +72,7 @@ struct meshrt_device {
     meshrt::BufferCache cache;
     /// The device's GPU state under --device=cuda, made by its first GPU call.
     meshrt::CudaContextPtr cuda{nullptr, nullptr};
+    /// `file:line:col` of the collective this device makes next or is making
+    /// (meshrt_comm_site), for the messages of a collective that fails or times out.
+    const char* comm_site = nullptr;
 };

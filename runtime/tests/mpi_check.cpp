@@ -393,7 +393,8 @@ void abort_during_save(meshrt_device* dev, const std::string& dir) {
 
 /// `-- stall D SECONDS`: every device joins an all_reduce over all of Pod; device D
 /// first sleeps SECONDS. Run with a shorter --comm-timeout, the others must end the job
-/// naming the collective, its group and device D as the one that did not answer.
+/// naming the collective, its source location (as compiled programs give it with
+/// meshrt_comm_site), its group and device D as the one that did not answer.
 void stall(meshrt_device* dev, int64_t who, int64_t seconds) {
     const int64_t d = meshrt_device_index(dev);
     float x = float(d), y = 0;
@@ -401,6 +402,7 @@ void stall(meshrt_device* dev, int64_t who, int64_t seconds) {
     meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1); // all joined
     if (d == who)
         sleep(unsigned(seconds));
+    meshrt_comm_site(dev, "stall.msh:12:9");
     meshrt_all_reduce(dev, 0, 2, pod, MESHRT_F32, MESHRT_SUM, &x, &y, 1);
     meshrt_fail(dev, "the stalled all_reduce completed before the timeout");
 }

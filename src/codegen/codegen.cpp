@@ -197,7 +197,7 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
     mod->setTargetTriple(tm->getTargetTriple().str());
     mod->setDataLayout(tm->createDataLayout());
     bool gpu = options.gpu || kind == EmitKind::Ptx;
-    lower::Generator generator(ctx, *mod, module, gpu);
+    lower::Generator generator(ctx, *mod, module, gpu, options.locate);
     generator.generate(options.program_name);
     std::string problems;
     llvm::raw_string_ostream problem_stream(problems);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <functional>
 #include <string>
 
 #include "spmd/spmd.h"
@@ -37,6 +38,9 @@ struct Options {
     /// host under --device=gpu-emulator). EmitKind::Ptx implies it.
     bool gpu = false;
     std::string gpu_arch = "sm_90";
+    /// `file:line:col` of a source span (empty when unknown): each collective tells the
+    /// runtime where it comes from, for the messages of one that fails or times out.
+    std::function<std::string(Span)> locate;
 };
 
 /// Generates the whole program (module.entry must be valid) and returns the LLVM IR text,

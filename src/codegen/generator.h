@@ -98,8 +98,9 @@ inline std::vector<int64_t> reduced_strides(const std::vector<int64_t>& in, cons
 
 class Generator {
 public:
-    Generator(llvm::LLVMContext& ctx, llvm::Module& mod, const spmd::LocalModule& lm, bool gpu)
-        : ctx_(ctx), mod_(mod), b_(ctx), lm_(lm), gm_(*lm.global), gpu_(gpu) {
+    Generator(llvm::LLVMContext& ctx, llvm::Module& mod, const spmd::LocalModule& lm, bool gpu,
+              std::function<std::string(Span)> locate = {})
+        : ctx_(ctx), mod_(mod), b_(ctx), lm_(lm), gm_(*lm.global), gpu_(gpu), locate_(std::move(locate)) {
         ptr_ = llvm::PointerType::get(ctx_, 0);
         i1_ = b_.getInt1Ty();
         i8_ = b_.getInt8Ty();
@@ -144,6 +145,12 @@ private:
     std::vector<llvm::Function*> fns_;
     std::map<std::string, llvm::Constant*> constants_;
     bool gpu_ = false;                     // --gpu: data-parallel loops also as GPU regions
+    std::function<std::string(Span)> locate_;
+    /// Tells the runtime the source location of the collective `op` (meshrt_comm_site).
+    void comm_site(const Op& op) {
+        std::string where = locate_ ? locate_(op.span) : std::string();
+        if (!where.empty()) call("meshrt_comm_site", {dev_, cstring(where)});
+    }
     std::vector<gpu::Region> regions_;
     llvm::GlobalVariable* image_ = nullptr;
     std::map<llvm::Function*, std::vector<llvm::BasicBlock*>> chunks_;
@@ -176,6 +183,7 @@ private:
         // A fresh buffer aliases nothing: loops writing it need no runtime alias checks.
         llvm::cast<llvm::Function>(rt_["meshrt_alloc"].getCallee())->addRetAttr(llvm::Attribute::NoAlias);
         decl("meshrt_free", void_, {ptr_, ptr_});
+        decl("meshrt_comm_site", void_, {ptr_, ptr_});
         decl("meshrt_all_reduce", void_, {ptr_, i32_, i32_, ptr_, i32_, i32_, ptr_, ptr_, i64_});
         decl("meshrt_all_gather", void_, {ptr_, i32_, i32_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, i32_});
         decl("meshrt_reduce_scatter", void_, {ptr_, i32_, i32_, ptr_, i32_, i32_, ptr_, ptr_, i32_, ptr_, i32_});

@@ -80,6 +80,7 @@ void Generator::collective(const Op& op) {
     llvm::Value* red = i32c(op.reduce == ir::ReduceKind::Max ? 1 : 0);
     llvm::Value* rank = i32c(static_cast<int64_t>(lshape(x).size()));
     on_members(mesh, [&] {
+        comm_site(op);
         switch (op.kind) {
         case OpKind::AllReduce:
             call("meshrt_all_reduce", {dev_, i32c(mesh), n, axes_c, type, red, val_[x], val_[r], i64c(product(lshape(x)))});
@@ -118,6 +119,7 @@ void Generator::combined_all_reduce(const Op& op) {
         offset += bytes;
     }
     on_members(mesh, [&] {
+        comm_site(op);
         call("meshrt_all_reduce", {dev_, i32c(mesh), i32c(static_cast<int64_t>(ax.size())), i32_array(ax),
                                    i32c(static_cast<int>(dt(x0))), i32c(0), in, out, i64c(total)});
     }, [&] { b_.CreateMemSet(out, b_.getInt8(0), std::max<int64_t>(1, total) * width, llvm::MaybeAlign(1)); });

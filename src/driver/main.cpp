@@ -295,6 +295,11 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
     cg.program_name = file_stem(path);
     cg.gpu = options.gpu;
     cg.gpu_arch = options.gpu_arch;
+    cg.locate = [&sources](Span s) -> std::string {
+        if (!s.valid()) return {};
+        LineCol lc = sources.line_col(s.file, s.begin);
+        return fmt::format("{}:{}:{}", sources.path(s.file), lc.line, lc.col);
+    };
     // A GPU build needs CUDA's libdevice and LLVM's NVPTX target: E0706 when one is missing.
     auto generate = [&](codegen::EmitKind kind, std::string& out) {
         try {

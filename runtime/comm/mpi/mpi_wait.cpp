@@ -24,6 +24,7 @@
 
 #include "comm/mpi/mpi_handler.h"
 #include "src/errors.h"
+#include "src/runtime.h"
 #include "src/topology.h"
 
 namespace meshrt::comm::mpi {
@@ -210,7 +211,8 @@ void MpiHandler::timed_out(meshrt_device* dev, const char* what, double waited) 
     std::string answered;
     std::vector<int> silent;
     roll_call(&answered, &silent);
-    std::string msg = std::string(current_.op ? current_.op : "a collective") + " " +
+    std::string msg = std::string(current_.op ? current_.op : "a collective") +
+                      (dev && dev->comm_site ? std::string(" at ") + dev->comm_site : std::string()) + " " +
                       describe_group(current_.group) + " made no progress for " +
                       seconds_text(waited) + " (--comm-timeout=" + seconds_text(timeout_s_) +
                       "; collective #" + std::to_string(current_.seq) + " of this device, in " +

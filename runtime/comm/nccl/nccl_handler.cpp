@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "kernels/cuda/device.h"
+#include "src/runtime.h"
 #include "kernels/cuda/kernels.h"
 #include "src/dtype.h"
 #include "src/errors.h"
@@ -471,7 +472,8 @@ private:
                     char secs[64];
                     std::snprintf(secs, sizeof secs, "%.3g s (--comm-timeout=%.3g s)", waited,
                                   timeout_s_);
-                    fail(dev, std::string("NCCL: ") + what + " " +
+                    fail(dev, std::string("NCCL: ") + what +
+                                  (dev->comm_site ? std::string(" at ") + dev->comm_site : std::string()) + " " +
                                   describe_group(topology_, g, g.members[size_t(rank)]) +
                                   " made no progress for " + secs +
                                   ": a member did not join it (NCCL does not say which: "
