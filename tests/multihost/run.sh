@@ -223,7 +223,7 @@ MESHRT_COMM_ABORT_GRACE=0 "$MPI" -x MESHRT_COMM_ABORT_GRACE -np 8 "$CHECK" --com
     --comm-timeout=3 -- stall 5 60 >"$WORK/stall.txt" 2>&1
 rc=$?
 t=$(elapsed "$start")
-if [ $rc -ne 0 ] && grep -q "all_reduce over Pod axes data,model (devices 0, 1, 2, 3, 4, 5, 6, 7; this one is rank [0-7]) made no progress for 3" "$WORK/stall.txt" &&
+if [ $rc -ne 0 ] && grep -q "all_reduce at stall.msh:12:9 over Pod axes data,model (devices 0, 1, 2, 3, 4, 5, 6, 7; this one is rank [0-7]) made no progress for 3" "$WORK/stall.txt" &&
     grep -q "no answer from device 5 (node 1" "$WORK/stall.txt" &&
     grep -q "devices [0-7] (node [01], host [^)]*), [0-7] (node" "$WORK/stall.txt" &&
     less_than "$t" 30; then
@@ -234,7 +234,7 @@ fi
 "$MPI" -np 8 "$CHECK" --comm=mpi --comm-timeout=3 -- mismatch 6 >"$WORK/mismatch.txt" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q "every other member answered" "$WORK/mismatch.txt" &&
-    grep -q "device 6 (node 0, host [^)]*) waits in all_reduce over Pod axes data, its collective #3" "$WORK/mismatch.txt"; then
+    grep -Eq "waits in all_reduce over Pod axes data(,model)?, its collective #3\): the members do not make the same collectives" "$WORK/mismatch.txt"; then
     pass "mismatched collectives: exit $rc, the members' answers named"
 else
     fail "mismatched collectives: exit $rc:"; cat "$WORK/mismatch.txt"
