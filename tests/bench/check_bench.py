@@ -5,9 +5,12 @@ Each layer is written out inline (not a call of one generic function), so the ch
 work grows with N: per layer two annotated weights (column- and row-parallel), a
 matmul, a relu, a second matmul whose pending sum over `model` meets an annotated
 `{B: data}` result. Reports wall time per layer (best of --repeat runs) and peak RSS.
+With --build it times `meshc build` (check, partitioning, LLVM code generation at -O2
+and linking) of the same programs instead, the whole pipeline to an executable.
 
     python3 tests/bench/check_bench.py --meshc build/meshc [--layers 100 1000 10000]
         [--repeat 3] [--json out.json]
+    python3 tests/bench/check_bench.py --meshc build/meshc --build --layers 100 300 1000
 
 The baseline and the command that produced it are in docs/benchmarks.md.
 """
@@ -37,7 +40,7 @@ def generate(layers, d=64, h=256, b=8):
     return "\n".join(out) + "\n"
 
 
-def run_once(meshc, path):
+def run_once(meshc, path, build=False):
     # Peak RSS of this child alone: measure in a fresh subprocess wrapper.
     wrapper = ("import resource,subprocess,sys,time;"
                "t=time.perf_counter();"
@@ -45,11 +48,11 @@ def run_once(meshc, path):
                "e=time.perf_counter()-t;"
                "m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
                "print(r.returncode,e,m);sys.stderr.write(r.stderr.decode()[-2000:])")
-    p = subprocess.run([sys.executable, "-c", wrapper, meshc, "check", path],
-                       capture_output=True, text=True)
+    cmd = [meshc, "build", path, "-o", path + ".exe"] if build else [meshc, "check", path]
+    p = subprocess.run([sys.executable, "-c", wrapper] + cmd, capture_output=True, text=True)
     rc, seconds, rss_kb = p.stdout.split()
     if int(rc) != 0:
-        raise SystemExit(f"meshc check failed on {path}:\n{p.stderr}")
+        raise SystemExit(f"meshc {cmd[1]} failed on {path}:\n{p.stderr}")
     return float(seconds), int(rss_kb)
 
 
@@ -59,13 +62,14 @@ def main():
     ap.add_argument("--layers", type=int, nargs="+", default=[100, 1000, 10000])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--build", action="store_true", help="time `meshc build` instead of `meshc check`")
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty.msh")
         with open(empty, "w") as f:
             f.write(generate(0))
-        startup = min(run_once(args.meshc, empty)[0] for _ in range(args.repeat))
+        startup = min(run_once(args.meshc, empty, args.build)[0] for _ in range(args.repeat))
         print(f"start-up (0 layers): {startup * 1e3:.2f} ms")
         print(f"{'layers':>8} {'bytes':>10} {'best s':>9} {'ms/layer':>9} {'ms/layer (- start-up)':>22} {'peak RSS MiB':>13}")
         for n in args.layers:
@@ -73,7 +77,7 @@ def main():
             text = generate(n)
             with open(path, "w") as f:
                 f.write(text)
-            runs = [run_once(args.meshc, path) for _ in range(args.repeat)]
+            runs = [run_once(args.meshc, path, args.build) for _ in range(args.repeat)]
             best = min(r[0] for r in runs)
             rss = max(r[1] for r in runs) / 1024
             per_layer = best / n * 1e3
@@ -83,7 +87,8 @@ def main():
                                 ms_per_layer_net=net, peak_rss_mib=rss))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(startup_seconds=startup, results=results), f, indent=2)
+            json.dump(dict(command="build" if args.build else "check", startup_seconds=startup,
+                           results=results), f, indent=2)
     return 0
 
 
