@@ -39,6 +39,7 @@ except ImportError:
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import gpt_torch  # noqa: E402
+from gpt_data import corpus  # noqa: E402
 from e2e_lib import safetensors_bytes  # noqa: E402
 
 # The sizes written in examples/gpt/gpt_tiny.msh.
@@ -46,17 +47,6 @@ L, V, S, D, H, F, B, NT, NV, GEN = 2, 256, 32, 64, 4, 256, 4, 20000, 4000, 16
 K = D // H
 PROMPT = b"the cat "
 RTOL = 1e-4
-
-
-def corpus(n, rng):
-    """n bytes of text made of a small random vocabulary of words (learnable structure)."""
-    words = [bytes(rng.choice(list(b"abcdefghijklmnopqrstuvwxyz"), size=rng.integers(1, 7)).tolist())
-             for _ in range(40)] + [b"the", b"cat", b"sat", b"on", b"mat"]
-    out = bytearray()
-    while len(out) < n:
-        w = words[rng.integers(len(words))] if rng.random() < 0.5 else words[-5 + (len(out) % 5)]
-        out += w + (b".\n" if rng.random() < 0.1 else b" ")
-    return np.frombuffer(bytes(out[:n]), np.uint8).astype(np.int64).reshape(-1, 1)
 
 
 def initial(rng):

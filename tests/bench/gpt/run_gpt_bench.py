@@ -78,6 +78,7 @@ VENV_PYTHON = os.path.join(ROOT, "tests", "bench", ".venv", "bin", "python")
 TORCH_PYTHON = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpt"))
+from gpt_data import corpus  # noqa: E402
 
 CONFIGS = {
     "default": dict(src="gpt.msh", L=4, V=256, S=128, D=256, H=4, F=1024, B=16, NT=2400000, NV=120000, PLEN=16),
@@ -89,17 +90,6 @@ RUNNERS = ["meshc:8", "meshc:1", "jax:8", "jax:1", "torch:1"]
 
 
 # ------------------------------------------------------------------ data
-
-def corpus(n, rng):
-    """n bytes of word-like text (as tests/gpt/test_gpt_reference.py), i64 [n, 1]."""
-    words = [bytes(rng.choice(list(b"abcdefghijklmnopqrstuvwxyz"), size=rng.integers(1, 7)).tolist())
-             for _ in range(40)] + [b"the", b"cat", b"sat", b"on", b"mat"]
-    out = bytearray()
-    while len(out) < n:
-        w = words[rng.integers(len(words))] if rng.random() < 0.5 else words[-5 + (len(out) % 5)]
-        out += w + (b".\n" if rng.random() < 0.1 else b" ")
-    return np.frombuffer(bytes(out[:n]), np.uint8).astype(np.int64).reshape(-1, 1)
-
 
 def make_data(work, c):
     import prepare
