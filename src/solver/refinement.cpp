@@ -571,6 +571,47 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
                 case CmpOp::Eq: break;
                 }
                 if (shown) return proved(DecidedBy::Positivity);
+                // 4b. One fact and positivity: a fact q >= 0 (or q == 0, either way) with
+                // goal - q >= 0, so the goal follows by adding a non-negative term. This
+                // decides the usual `where Q >= 2` passed on to a callee without Z3.
+                auto goal_forms = [&]() -> std::vector<DimExpr> {
+                    std::vector<DimExpr> out;  // the goal as g >= 0, one or two of them
+                    auto add = [&](const DimResult<DimExpr>& q) { if (q) out.push_back(*q); };
+                    switch (goal.op) {
+                    case CmpOp::Ge: add(*ps); break;
+                    case CmpOp::Gt: add(minus(*ps, 1)); break;
+                    case CmpOp::Le: if (neg) add(*neg); break;
+                    case CmpOp::Lt: if (neg) add(minus(*neg, 1)); break;
+                    case CmpOp::Ne: add(minus(*ps, 1)); if (neg) add(minus(*neg, 1)); break;
+                    case CmpOp::Eq: break;
+                    }
+                    return out;
+                }();
+                for (const Constraint* f : scope_facts) {
+                    if (goal_forms.empty() || shown) break;
+                    if (f->kind != Constraint::Kind::Compare || f->op == CmpOp::Ne) continue;
+                    auto fp = solver::sub(f->lhs, f->rhs);
+                    auto fs = fp ? solver::substitute(*fp, d.subst, symbols_) : DimResult<DimExpr>(fp.error());
+                    if (!fs) continue;
+                    auto fneg = solver::negate(*fs);
+                    std::vector<DimExpr> fact_forms;  // the fact as q >= 0
+                    auto addf = [&](const DimResult<DimExpr>& q) { if (q) fact_forms.push_back(*q); };
+                    switch (f->op) {
+                    case CmpOp::Ge: addf(*fs); break;
+                    case CmpOp::Gt: addf(minus(*fs, 1)); break;
+                    case CmpOp::Le: if (fneg) addf(*fneg); break;
+                    case CmpOp::Lt: if (fneg) addf(minus(*fneg, 1)); break;
+                    case CmpOp::Eq: addf(*fs); if (fneg) addf(*fneg); break;
+                    case CmpOp::Ne: break;
+                    }
+                    for (const DimExpr& g : goal_forms) {
+                        for (const DimExpr& q : fact_forms) {
+                            if (nonneg(solver::sub(g, q))) { shown = true; break; }
+                        }
+                        if (shown) break;
+                    }
+                }
+                if (shown) return proved(DecidedBy::Positivity);
             }
         }
     }
@@ -580,7 +621,9 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
     auto run_z3 = [&](const std::vector<const Constraint*>& facts, bool linear) -> std::optional<Outcome> {
         if (!z3_) z3_ = std::make_unique<Z3Backend>(symbols_);
         ++stats_.z3_calls;
-        Z3Backend::Result r = z3_->check(facts, goal, linear, options_.time_limit_ms);
+        uint64_t wall = uint64_t(options_.time_limit_ms) * std::max(1u, options_.wall_factor);
+        Z3Backend::Result r = z3_->check(facts, goal, linear, options_.time_limit_ms,
+                                         unsigned(std::min<uint64_t>(wall, UINT32_MAX)));
         stats_.z3_ms += r.ms;
         stats_.z3_abandoned = z3_->abandoned_count();
         switch (r.status) {
@@ -595,9 +638,13 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
             if (reason.empty()) reason = "Z3 found a model that violates a non-linear fact";
             return std::nullopt;
         case Z3Backend::Result::Status::Unknown:
-            if (r.timed_out) {
+            if (r.out_of_budget) {
                 ++stats_.z3_timeouts;
                 reason = fmt::format("timed out after {} ms", options_.time_limit_ms);
+            } else if (r.timed_out) {
+                ++stats_.z3_timeouts;
+                reason = fmt::format("timed out after {} ms of wall-clock time",
+                                     std::max(1u, options_.wall_factor) * options_.time_limit_ms);
             } else {
                 reason = fmt::format("Z3 gave up ({})", r.reason);
             }

@@ -20,9 +20,11 @@
 //      and remainder) over all facts that share symbols with the goal.
 // Steps 5-7 see only the facts connected to the goal through shared symbols; a
 // counterexample is completed with values satisfying the other facts.
-// Every Z3 call runs under a time limit: Z3 is interrupted at the limit and abandoned if
-// it does not stop soon after (z3_backend.h says why Z3's own `timeout` is not used), so
-// prove() never hangs; expiry gives Unknown("timed out after N ms").
+// Every Z3 call has a budget of CPU time (`time_limit_ms`, the time its own thread
+// runs, so a loaded machine does not turn a decidable query into a time-out) and a
+// wall-clock watchdog (`wall_factor` x the budget); Z3 is interrupted at either and
+// abandoned if it does not stop soon after (z3_backend.h says why Z3's own `timeout` and
+// `rlimit` are not used), so prove() never hangs; expiry gives Unknown("timed out ...").
 #pragma once
 
 #include <cstdint>
@@ -106,7 +108,7 @@ struct SolverStats {
     uint64_t by_ground = 0, by_normalization = 0, by_divisibility = 0, by_positivity = 0,
              by_z3 = 0, by_search = 0;
     uint64_t z3_calls = 0;
-    uint64_t z3_timeouts = 0;
+    uint64_t z3_timeouts = 0;       // Z3 calls that ran out of budget or wall time
     uint64_t z3_abandoned = 0;      // time-outs where Z3 did not stop in the grace period
     double z3_ms = 0;               // wall time inside Z3 check() calls
     uint64_t search_assignments = 0;  // assignments tried by counterexample searches
@@ -114,7 +116,9 @@ struct SolverStats {
 };
 
 struct SolverOptions {
-    unsigned time_limit_ms = 1000;  // per Z3 call
+    /// CPU time per Z3 call (the time the call's thread runs).
+    unsigned time_limit_ms = 1000;
+    unsigned wall_factor = 10;
     /// Assignments tried per counterexample search (values 1, 2, 3, ... per symbol).
     uint64_t search_budget = 20000;
 };

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <pthread.h>
+#include <time.h>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -209,7 +211,8 @@ bool Z3Backend::is_linear(const Constraint& c, const SymbolTable& symbols) {
 }
 
 Z3Backend::Result Z3Backend::check(const std::vector<const Constraint*>& facts,
-                                   const Constraint& goal, bool linear, unsigned time_limit_ms) {
+                                   const Constraint& goal, bool linear, unsigned cpu_limit_ms,
+                                   unsigned wall_limit_ms) {
     Result result;
     auto start = Clock::now();
     if (!impl_) impl_ = std::make_shared<Impl>(symbols_);
@@ -265,26 +268,43 @@ Z3Backend::Result Z3Backend::check(const std::vector<const Constraint*>& facts,
         job->done = true;
         job->cv.notify_all();
     });
-    auto limit = std::chrono::milliseconds(time_limit_ms);
-    auto grace = std::chrono::milliseconds(std::clamp(time_limit_ms / 2, 20u, 500u));
-    bool interrupted = false;
-    bool finished;
+    // The budget is the worker's CPU time, so a loaded machine (a parallel test run)
+    // does not turn a decidable query into a time-out; the wall limit is a safety net.
+    auto limit = std::chrono::milliseconds(wall_limit_ms);
+    auto grace = std::chrono::milliseconds(std::clamp(cpu_limit_ms / 2, 20u, 500u));
+    clockid_t cpu_clock;
+    bool have_cpu_clock = pthread_getcpuclockid(worker.native_handle(), &cpu_clock) == 0;
+    bool interrupted = false, out_of_budget = false;
+    bool finished = false;
     {
         std::unique_lock lock(job->mutex);
-        finished = job->cv.wait_until(lock, start + limit, [&] { return job->done; });
+        auto poll = std::chrono::milliseconds(std::clamp(cpu_limit_ms / 20, 1u, 20u));
+        while (!finished) {
+            finished = job->cv.wait_for(lock, poll, [&] { return job->done; });
+            if (finished) break;
+            // The worker is alive here: it sets `done` under this lock before it ends.
+            timespec ts{};
+            if (have_cpu_clock && clock_gettime(cpu_clock, &ts) == 0 &&
+                uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000 >= cpu_limit_ms) {
+                out_of_budget = true;
+                break;
+            }
+            if (Clock::now() >= start + limit) break;
+        }
     }
     if (!finished) {
         z.ctx.interrupt();
         interrupted = true;
         std::unique_lock lock(job->mutex);
-        finished = job->cv.wait_until(lock, start + limit + grace, [&] { return job->done; });
+        finished = job->cv.wait_for(lock, grace, [&] { return job->done; });
     }
     if (!finished) {
         worker.detach();
         abandoned_.push_back(job);
         impl_.reset();
         ++abandoned_count_;
-        result.timed_out = true;
+        result.timed_out = !out_of_budget;
+        result.out_of_budget = out_of_budget;
         result.reason = "abandoned after the time limit";
         result.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         return result;
@@ -305,7 +325,8 @@ Z3Backend::Result Z3Backend::check(const std::vector<const Constraint*>& facts,
                 if (m.eval(z.var(id), true).is_numeral_i64(v)) result.model.set(id, v);
             }
         } else {
-            result.timed_out = interrupted;
+            result.timed_out = interrupted && !out_of_budget;
+            result.out_of_budget = out_of_budget;
             result.reason = s.reason_unknown();
         }
         if (pushed) s.pop();

@@ -255,6 +255,22 @@ TEST_CASE_METHOD(Fixture, "equality facts are substituted", "[solver]") {
     check_counterexample(bad, solver.prove(bad));
 }
 
+TEST_CASE_METHOD(Fixture, "a goal one fact implies needs no Z3", "[solver]") {
+    // The usual case: a caller's `where Q >= 2` passed on to a callee's `where Q >= 2`.
+    solver.assume(ge(B, k(2)));
+    solver.assume(lt(S, D));
+    for (const Constraint& goal : {ge(B, k(2)), ge(B, k(1)), Constraint::compare(B, CmpOp::Gt, k(1)),
+                                   ne(B, k(1)), ge(B + T, k(3)), lt(S, D + k(1)), le(S + k(1), D)}) {
+        Outcome o = solver.prove(goal);
+        CHECK(o.proved());
+        CHECK(o.decided_by == DecidedBy::Positivity);
+    }
+    CHECK(solver.stats().z3_calls == 0);
+    // Not implied: the step must not prove these.
+    check_counterexample(ge(B, k(3)), solver.prove(ge(B, k(3))));
+    check_counterexample(lt(S + k(1), D), solver.prove(lt(S + k(1), D)));
+}
+
 TEST_CASE_METHOD(Fixture, "linear facts go to Z3", "[solver]") {
     CHECK(solver.prove(ge(S, k(1))).proved());  // every size is >= 1
     CHECK(solver.prove(ge(B * S, B)).proved());
@@ -355,6 +371,7 @@ TEST_CASE_METHOD(Fixture, "a query Z3 cannot finish times out into Unknown", "[s
     Constraint goal = ne(B * B * B + S * S * S, T * T * T);
     Outcome o = solver.prove(goal);
     REQUIRE(o.unknown());
+    // The CPU-time budget stops it, before the wall-clock watchdog.
     CHECK(o.reason == "timed out after 100 ms");
     CHECK(solver.stats().z3_timeouts == 1);
     // The solver still works afterwards.
