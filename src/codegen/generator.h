@@ -589,6 +589,15 @@ private:
         b_.CreateBr(join);
         b_.SetInsertPoint(join);
     }
+    // -0.0 everywhere: the additive identity of IEEE arithmetic (x + -0.0 == x for every
+    // x, +0.0 and -0.0 included), so a pending sum made of a piece and these fills adds
+    // up to the piece bit for bit.
+    void negative_zero(ValueId v, llvm::Value* p) {
+        DType t = dt(v);
+        offload("zeros", [&](bool, const Nest& nest) {
+            nest({product(lshape(v))}, [&](const std::vector<llvm::Value*>& i) { store_elem(t, p, i[0], const_of(t, -0.0)); });
+        });
+    }
     void zero(ValueId v, llvm::Value* p) {
         DType t = dt(v);
         offload("zeros", [&](bool gpu, const Nest& nest) {

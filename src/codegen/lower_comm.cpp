@@ -37,7 +37,11 @@ llvm::Value* Generator::partial_placement(const Op& op, std::vector<llvm::Value*
 void Generator::make_partial(const Op& op) {
     ValueId x = op.operands[0], r = op.results[0];
     val_[r] = alloc(r);
-    zero(r, val_[r]);
+    if (is_float(dt(r))) {
+        negative_zero(r, val_[r]);
+    } else {
+        zero(r, val_[r]);
+    }
     std::vector<llvm::Value*> offset;
     llvm::Value* keep = partial_placement(op, offset);
     auto* copy = llvm::BasicBlock::Create(ctx_, "keep", llfn_);

@@ -188,7 +188,7 @@ double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh) 
     if (from.layout == to) return 0;
     std::vector<ReshardStep> steps;
     try {
-        steps = plan_reshard(from.layout, to);
+        steps = plan_reshard(from, to, mesh);
     } catch (const InternalError&) {
         return std::numeric_limits<double>::infinity();
     }

@@ -29,6 +29,12 @@ struct ReshardStep {
 /// Throws InternalError when no plan reaches `to` (a compiler bug in the caller).
 std::vector<ReshardStep> plan_reshard(const Layout& from, const Layout& to);
 
+/// The cheapest plan from `from` to `to` on `mesh` under the cost model: a shortest path
+/// over layouts whose edges are single steps (reshard_search.cpp). Returns the fixed-order
+/// plan above unless a strictly cheaper one exists. Throws InternalError when no plan
+/// reaches `to`.
+std::vector<ReshardStep> plan_reshard(const TensorType& from, const Layout& to, const Mesh& mesh);
+
 /// Whether a step moves data between devices (local slices and make_partial do not).
 bool communicates(OpKind kind);
 
@@ -39,8 +45,8 @@ int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh
 /// Cost in seconds of one step on `mesh` for an input of type `before` (0 for free steps).
 double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh);
 
-/// Cost in seconds of the whole plan from `from`'s layout to `to`; infinity when there is
-/// no plan.
+/// Cost in seconds of the cheapest plan from `from`'s layout to `to`; infinity when there
+/// is no plan.
 double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh);
 
 }  // namespace meshc::ir

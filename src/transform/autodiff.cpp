@@ -509,7 +509,7 @@ private:
     ValueId reshard(ValueId v, const Layout& target) {
         if (type(v).layout == target) return v;
         const Mesh& mesh = m_.meshes[static_cast<size_t>(type(v).mesh)];
-        for (const ReshardStep& s : plan_reshard(type(v).layout, target)) {
+        for (const ReshardStep& s : plan_reshard(type(v), target, mesh)) {
             TensorType t = type(v);
             if (communicates(s.kind) && mesh.group_size(s.axes) > 1 && options_.strict_comm) {
                 auto& d = diags_.emit(DiagCode::E0406, span_,

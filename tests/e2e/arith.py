@@ -2,7 +2,7 @@
 import numpy as np
 from e2e_lib import F32, F64, I32, I64, BOOL, bf16
 
-COMM = ["inserted all_gather over model", "inserted all_to_all over model", "local_slice over model",
+COMM = ["inserted make_partial over model", "inserted reduce_scatter sum over model", "inserted all_to_all over model", "local_slice over model",
         "local_slice over data"]
 
 

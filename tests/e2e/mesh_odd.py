@@ -2,8 +2,8 @@
 import numpy as np
 from e2e_lib import F32, I64, random_normal, softmax
 
-COMM = ["inserted reduce_scatter sum over r, c", "inserted all_to_all over r", "inserted all_gather over r",
-        "inserted all_gather over r, c", "inserted all_reduce max over r", "inserted local_slice over c"]
+COMM = ["inserted reduce_scatter sum over r", "inserted reduce_scatter sum over c", "inserted all_to_all over r",
+        "inserted all_gather over r", "inserted all_gather over c", "inserted all_reduce max over r"]
 
 
 def inputs():

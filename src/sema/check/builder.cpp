@@ -342,7 +342,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
     t.layout = std::move(result);
     bool communicates = kind != ir::OpKind::LocalSlice && kind != ir::OpKind::MakePartial;
     const Mesh* mesh = mesh_of(t);
-    if (communicates && inserted && mesh && mesh->group_size(axes) > 1 &&
+    if (communicates && inserted && mesh && mesh->group_size(axes) > 1 && !plan_reported_ &&
         (in_.options_.strict_comm || explicit_comm_)) {
         const TensorType& in_type = type(v);
         int64_t bytes = kind == ir::OpKind::AllGather ? t.local_bytes(mesh) : in_type.local_bytes(mesh);
@@ -472,10 +472,39 @@ ValueId FunctionBuilder::plan_coercion_once(ValueId v, int32_t mesh_index, const
     Layout cur = plan_type(v).layout;
     if (dry_cost_) dry_layout_ = cur;
     if (cur == target) return v;
-    for (const ir::ReshardStep& s : ir::plan_reshard(cur, target)) {
+    const ir::Mesh& mesh = in_.module_.meshes[static_cast<size_t>(mesh_index)];
+    std::vector<ir::ReshardStep> steps = ir::plan_reshard(plan_type(v), target, mesh);
+    bool forbidden = !dry_cost_ && inserted && (in_.options_.strict_comm || explicit_comm_);
+    if (forbidden) {
+        // One E0406 for the whole conversion, naming each collective of its plan.
+        std::vector<std::string> parts;
+        TensorType t = plan_type(v);
+        for (const ir::ReshardStep& s : steps) {
+            if (ir::communicates(s.kind) && mesh.group_size(s.axes) > 1) {
+                parts.push_back(fmt::format("{} {} over ({}) of {} per-device bytes",
+                                            s.kind == ir::OpKind::ReduceScatter ? "a" : "an", ir::op_name(s.kind),
+                                            mesh.axis_names(s.axes), ir::step_bytes(s, t, mesh)));
+            }
+            t.layout = s.result;
+        }
+        if (!parts.empty()) {
+            std::string what = parts[0];
+            for (size_t i = 1; i < parts.size(); ++i) what += ", then " + parts[i];
+            auto& d = in_.diags_->emit(DiagCode::E0406, span, fmt::format("this needs {}", what));
+            d.note(fmt::format("why: {}", reason));
+            d.note(fmt::format("{}; write the conversion yourself with `reshard(x, {})` (or the "
+                               "explicit collective) to allow it",
+                               in_.options_.strict_comm ? "--strict-comm forbids inserted communication"
+                                                        : "this function is `@explicit_comm`",
+                               layout_to_string(target, mesh)));
+        }
+    }
+    bool saved = plan_reported_;
+    plan_reported_ = plan_reported_ || forbidden;
+    for (const ir::ReshardStep& s : steps) {
         v = collective(s.kind, v, s.axes, s.dim, s.dim2, s.result, span, reason, inserted);
     }
-    (void)mesh_index;
+    plan_reported_ = saved;
     return v;
 }
 

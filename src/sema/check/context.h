@@ -333,6 +333,7 @@ private:
     std::shared_ptr<AggType> result_type_;
     std::vector<std::vector<std::string_view>> dim_names_;
     bool explicit_comm_ = false;
+    bool plan_reported_ = false;  // a coercion's E0406 is reported for its whole plan
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
     const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
     const Item* callee_item_ = nullptr;     // the callee then
