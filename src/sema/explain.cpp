@@ -157,7 +157,7 @@ void for_each_counted(const std::vector<ir::Op>& ops, const std::map<ir::ValueId
 int64_t value_bytes(const ir::Module& module, const ir::Function& f, ir::ValueId v) {
     if (v >= f.types.size()) return 0;
     const ir::TensorType& t = f.types[v];
-    return t.local_bytes(mesh_of(module, t)) * static_cast<int64_t>(ir::dtype_bytes(t.dtype));
+    return t.local_bytes(mesh_of(module, t));  // already in bytes
 }
 
 }  // namespace

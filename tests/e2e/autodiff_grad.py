@@ -2,7 +2,7 @@
 import numpy as np
 from e2e_lib import F32
 
-COMM = ["inserted all_reduce sum over model", "inserted all_reduce sum over data"]
+COMM = ["inserted all_reduce sum over data, model", "inserted all_reduce sum over data"]
 
 
 def inputs():

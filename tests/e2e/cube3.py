@@ -3,7 +3,7 @@ import numpy as np
 from e2e_lib import F32
 
 COMM = ["inserted reduce_scatter sum over b", "inserted reduce_scatter sum over c",
-        "inserted all_reduce sum over c", "inserted all_gather over a", "inserted all_gather over b", "inserted all_to_all over c",
+        "inserted all_reduce sum over b, c", "inserted all_gather over a", "inserted all_gather over b", "inserted all_to_all over c",
         "inserted all_reduce sum over a, b", "inserted all_reduce sum over a, b, c",
         "inserted all_reduce sum over a, c", "inserted all_reduce max over a, c"]
 

@@ -22,14 +22,10 @@ of live tensors per device of the step (docs/gpt.md, "Peak memory per device").
 The layout variants must differ from examples/gpt/model.msh only in their type
 annotations (`with {...}`, `partial {...}`) and comments.
 
-Known explain bug (found with this test): explain's peak multiplies every tensor's bytes
-by its element size a second time (src/sema/explain.cpp value_bytes() multiplies
-TensorType::local_bytes(), which is already in bytes, by dtype_bytes()), so an f32
-tensor counts 16 bytes an element. With --explain-peak-bug the test accepts explain's
-peak when it equals the hand count computed that way (and says so); without it, only the
-true count passes. Drop the flag from tests/CMakeLists.txt once explain is fixed.
+explain's peak once counted every tensor's bytes times its element size again (fixed
+with this test's help); the test still reports that figure when it sees it.
 
-    python3 tests/gpt/test_gpt_comm.py --meshc build/meshc [--explain-peak-bug] [-v]
+    python3 tests/gpt/test_gpt_comm.py --meshc build/meshc [-v]
 """
 import argparse
 import collections
@@ -214,8 +210,6 @@ def strip_annotations(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--meshc", default=os.environ.get("MESHC", os.path.join(ROOT, "build", "meshc")))
-    ap.add_argument("--explain-peak-bug", action="store_true",
-                    help="accept explain's peak counted with the element size squared (known bug)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     failures = []
@@ -249,17 +243,12 @@ def main():
                                 f"hand count {count} ({backward}), {float(sent_bytes):.0f}")
             true, squared = expected_peak(layout, sizes, nd, nm)
             peak = fn["peak_bytes"]
-            note = ""
-            if peak == true:
-                pass
-            elif args.explain_peak_bug and peak == squared:
-                note = f" (explain: {peak}, the known element-size-squared bug)"
-            else:
+            if peak != true:
                 failures.append(f"{name}: peak: explain {peak} bytes per device, hand count {true} "
-                                f"({squared} with the element size squared)")
-            if args.verbose or note:
+                                f"({squared} would be the element size counted twice)")
+            if args.verbose:
                 print(f"{name}: {count} collectives ({backward} backward), {float(sent_bytes):.0f} bytes sent "
-                      f"per device; peak {true} bytes per device{note}")
+                      f"per device; peak {true} bytes per device")
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         return 1
