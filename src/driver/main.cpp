@@ -491,7 +491,15 @@ int run_check(const CheckOptions& options) {
         });
         ir::Module& gir = *gir_owner;
         BuryAtExit bury_gir(gir_owner);
-        if (diags.has_errors()) continue;
+        if (diags.has_errors()) {
+            // The backward passes of the functions without errors are still derived,
+            // for their errors (E0406 under --strict-comm, what cannot be differentiated):
+            // one run shows the errors of every phase. The module is then dropped.
+            transform::AutodiffOptions ad_options;
+            ad_options.strict_comm = options.strict_comm;
+            timer.run("autodiff", [&] { transform::autodiff(gir, sources, diags, ad_options); });
+            continue;
+        }
         auto problems = timer.run("verify", [&] { return ir::verify_module(gir); });
         if (!problems.empty()) {
             for (const std::string& p : problems) std::cerr << "meshc: GIR verifier: " << p << "\n";

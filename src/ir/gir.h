@@ -139,6 +139,10 @@ struct Function {
     /// `@checkpoint`: when differentiated through, its forward pass is run again in the
     /// backward pass instead of keeping its values (transform/autodiff.cpp).
     bool checkpoint = false;
+    /// The checker reported an error while building it (or a function it instantiated):
+    /// its ops may be incomplete. Only diagnostics passes (autodiff's) look at such a
+    /// module, and they leave these functions and their callers alone.
+    bool has_errors = false;
 
     ValueId add_value(TensorType type, std::string name = {}) {
         types.push_back(std::move(type));

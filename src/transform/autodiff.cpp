@@ -1227,19 +1227,27 @@ bool holds_grad(const std::vector<Op>& ops) {
     return false;
 }
 
-bool holds_any_grad(const Module& module) {
-    for (const Function& f : module.functions) {
-        if (holds_grad(f.ops)) return true;
-    }
-    return false;
-}
-
 }  // namespace
 
 void autodiff(ir::Module& module, const SourceManager& sources, DiagnosticEngine& diags,
               const AutodiffOptions& options) {
-    // (callee, with value, leaves) -> the derived function.
+    // (callee, with value, leaves) -> the derived function; -1 when deriving it failed.
     std::map<std::tuple<int32_t, bool, size_t>, int32_t> derived;
+    // Functions whose GIR the checker left incomplete, and their callers: not touched.
+    std::vector<int> broken(module.functions.size(), -1);
+    std::function<bool(size_t)> is_broken = [&](size_t f) -> bool {
+        if (f >= broken.size()) return false;  // made here
+        if (broken[f] >= 0) return broken[f] == 1;
+        broken[f] = module.functions[f].has_errors ? 1 : 0;
+        if (broken[f] == 0) {
+            bool b = false;
+            ir::for_each_op(module.functions[f].ops, [&](const Op& op) {
+                if (op.kind == OpKind::Call || op.kind == OpKind::Grad) b = b || op.callee < 0 || is_broken(static_cast<size_t>(op.callee));
+            });
+            broken[f] = b ? 1 : 0;
+        }
+        return broken[f] == 1;
+    };
     for (;;) {
         // A function reaches a grad if it holds one or calls one that does.
         size_t n = module.functions.size();
@@ -1257,38 +1265,44 @@ void autodiff(ir::Module& module, const SourceManager& sources, DiagnosticEngine
         };
         std::vector<Function> made;
         bool any = false;
+        bool progressed = false;
         for (size_t f = 0; f < n; ++f) {
+            if (is_broken(f)) continue;
             std::function<void(std::vector<Op>&)> walk = [&](std::vector<Op>& ops) {
                 for (Op& op : ops) {
                     for (Region& r : op.regions) walk(r.ops);
                     if (op.kind != OpKind::Grad) continue;
-                    any = true;
-                    if (reach(static_cast<size_t>(op.callee))) continue;  // its inner grads first
                     bool with_value = op.dim == 1;
                     size_t wrt = op.results.size() - (with_value ? 1 : 0);
                     auto key = std::make_tuple(op.callee, with_value, wrt);
                     auto it = derived.find(key);
+                    if (it != derived.end() && it->second < 0) continue;  // failed: reported
+                    any = true;
+                    if (reach(static_cast<size_t>(op.callee))) continue;  // its inner grads first
                     if (it == derived.end()) {
                         Differentiator d(module, sources, diags, options);
-                        made.push_back(d.derive(static_cast<size_t>(op.callee), with_value, wrt, op.span));
+                        try {
+                            made.push_back(d.derive(static_cast<size_t>(op.callee), with_value, wrt, op.span));
+                        } catch (const Failed&) {
+                            // Reported; the other grads are still derived for their errors.
+                            derived.emplace(key, -1);
+                            progressed = true;
+                            continue;
+                        }
                         it = derived.emplace(key, static_cast<int32_t>(n + made.size() - 1)).first;
                     }
                     op.kind = OpKind::Call;
                     op.callee = it->second;
                     op.dim = -1;
+                    progressed = true;
                 }
             };
-            try {
-                walk(module.functions[f].ops);
-            } catch (const Failed&) {
-                return;
-            }
+            walk(module.functions[f].ops);
         }
-        MESHC_ASSERT(!any || !made.empty() || derived.size() > 0, "every grad waits on another (recursion?)");
-        bool progressed = !made.empty();
+        MESHC_ASSERT(!any || progressed || diags.has_errors(), "every grad waits on another (recursion?)");
+        broken.resize(n + made.size(), 0);
         for (Function& f : made) module.functions.push_back(std::move(f));
-        if (!any) return;
-        if (!progressed && !holds_any_grad(module)) return;
+        if (!any || !progressed) return;
     }
 }
 

@@ -28,6 +28,10 @@ struct AutodiffOptions {
 /// Replaces every `grad` op of `module` (innermost first, so a derivative of a derivative
 /// works). Errors (a loop whose bounds are not constants, an unsupported contraction,
 /// strict-comm violations) are diagnostics; the module is then not to be used further.
+/// After an error the other `grad` ops are still derived, so that one run reports the
+/// errors of every backward pass. Functions with `has_errors` (and every function that
+/// calls one) are left alone: the driver runs this on a module whose forward pass has
+/// errors elsewhere only to report the backward passes' errors too.
 void autodiff(ir::Module& module, const SourceManager& sources, DiagnosticEngine& diags,
               const AutodiffOptions& options = {});
 

@@ -282,6 +282,8 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
         break;
     }
     active_.erase(&fn);
+    for (size_t i = diagnostics_before; i < diags_->diagnostics().size() && !f.has_errors; ++i)
+        f.has_errors = diags_->diagnostics()[i].severity == Severity::Error;
     module_.functions[index] = std::move(f);
     point_at_call(fn, binding, call_site, diagnostics_before);
     if (!ok) {
