@@ -5,6 +5,7 @@
 #include "codegen/generator.h"
 
 #include <algorithm>
+#include <ctime>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -256,7 +257,7 @@ unsigned part_count(const llvm::Module& module, const Options& options) {
 }
 
 /// Optimises and emits `module` as `parts` object files, one thread each (this one does
-/// the first part). llvm::SplitModule partitions the module: every function and global
+/// the first part), and records each part's CPU time in `report` (when not null). llvm::SplitModule partitions the module: every function and global
 /// is made external with hidden visibility (the parts refer to each other's; hidden
 /// symbols leave no trace outside the executable, and the generator names them all
 /// `mesh.*`, so none meets a runtime or C library name), functions are dealt out round
@@ -264,7 +265,14 @@ unsigned part_count(const llvm::Module& module, const Options& options) {
 /// others define by declarations. An LLVMContext belongs to one thread: each part goes
 /// to its thread as bitcode and is read into a context of its own there, with a target
 /// machine of its own.
-std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int opt_level) {
+/// CPU seconds this thread has run.
+double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int opt_level, CodegenReport* report) {
     std::vector<llvm::SmallString<0>> bitcode;
     llvm::SplitModule(
         module, parts,
@@ -277,7 +285,9 @@ std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int op
     for (size_t i = 0; i < bitcode.size(); ++i) machines.emplace_back(host_machine(opt_level));
     std::vector<std::string> objects(bitcode.size());
     std::vector<std::exception_ptr> failures(bitcode.size());
+    std::vector<double> cpu(bitcode.size());
     auto compile = [&](size_t i) {
+        double start = thread_cpu_seconds();
         try {
             llvm::LLVMContext ctx;
             llvm::Expected<std::unique_ptr<llvm::Module>> part =
@@ -288,6 +298,7 @@ std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int op
         } catch (...) {
             failures[i] = std::current_exception();
         }
+        cpu[i] = thread_cpu_seconds() - start;
     };
     // The optimiser recurses on large functions: each thread gets the main thread's usual
     // 8 MiB of stack rather than the system default for new threads.
@@ -298,6 +309,7 @@ std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int op
     for (std::exception_ptr& failure : failures) {
         if (failure) std::rethrow_exception(failure);
     }
+    if (report) report->part_cpu_seconds = cpu;
     return objects;
 }
 
@@ -319,15 +331,18 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
     return emit_file(*mod, *tm, kind == EmitKind::Asm ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile);
 }
 
-std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options) {
+std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options, CodegenReport* report) {
     llvm::LLVMContext ctx;
     std::unique_ptr<llvm::TargetMachine> tm(host_machine(options.opt_level));
     std::string ptx;
     std::unique_ptr<llvm::Module> mod = host_module(ctx, module, options, EmitKind::Obj, *tm, ptx);
     unsigned parts = part_count(*mod, options);
-    if (parts > 1) return emit_parts(*mod, parts, options.opt_level);
+    if (parts > 1) return emit_parts(*mod, parts, options.opt_level, report);
+    double start = thread_cpu_seconds();
     optimize(*mod, *tm, options.opt_level);
-    return {emit_file(*mod, *tm, llvm::CodeGenFileType::ObjectFile)};
+    std::string object = emit_file(*mod, *tm, llvm::CodeGenFileType::ObjectFile);
+    if (report) report->part_cpu_seconds = {thread_cpu_seconds() - start};
+    return {std::move(object)};
 }
 
 }  // namespace meshc::codegen

@@ -59,7 +59,13 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
 /// large module (thousands of instructions; a program written layer by layer, a long
 /// derived function) is split into parts optimised and emitted in parallel, one object
 /// each, on up to `options.jobs` threads: link them all. Same behaviour either way.
-std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options);
+/// `report`, when given, receives the CPU seconds each part's optimisation and emission
+/// took (one entry when the module was compiled whole), for `--time-report`.
+struct CodegenReport {
+    std::vector<double> part_cpu_seconds;
+};
+std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options,
+                                          CodegenReport* report = nullptr);
 
 /// Links `objects` with libmeshrt into `output` through the system C++ driver. On failure
 /// returns false with the driver's output in `error`.

@@ -363,8 +363,13 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
     // The object code: one object, or for a large program one per part compiled in
     // parallel (codegen::generate_objects), each written beside the output.
     std::vector<std::string> objects;
-    if (!guarded([&] { objects = timer.run("codegen", [&] { return codegen::generate_objects(local, cg); }); })) return 1;
-    if (objects.size() > 1) timer.note("codegen", fmt::format("{} parts in parallel", objects.size()));
+    codegen::CodegenReport report;
+    if (!guarded([&] { objects = timer.run("codegen", [&] { return codegen::generate_objects(local, cg, &report); }); })) return 1;
+    std::vector<std::string> cpu;
+    for (double s : report.part_cpu_seconds) cpu.push_back(fmt::format("{:.2f}", s));
+    timer.note("codegen", fmt::format("{}optimisation and emission {} s of CPU time",
+                                      objects.size() > 1 ? fmt::format("{} parts in parallel; ", objects.size()) : "",
+                                      fmt::join(cpu, " + ")));
     bool whole = options.emit == "obj" && objects.size() == 1;  // written as the output itself
     std::vector<std::string> object_paths;
     for (size_t i = 0; i < objects.size(); ++i) {
