@@ -8,14 +8,16 @@
 #include <ctime>
 #include <deque>
 #include <exception>
-#include <optional>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -37,8 +39,6 @@
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/CodeExtractor.h>
 #include <llvm/IR/CFG.h>
-#include <llvm/Bitcode/BitcodeReader.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Support/Threading.h>
 #include <llvm/Support/thread.h>
 #include <llvm/Transforms/Utils/SplitModule.h>
@@ -256,15 +256,6 @@ unsigned part_count(const llvm::Module& module, const Options& options) {
     return static_cast<unsigned>(std::max<size_t>(1, std::min({size_t(jobs), defined, instructions / kPartInstructions})));
 }
 
-/// Optimises and emits `module` as `parts` object files, one thread each (this one does
-/// the first part), and records each part's CPU time in `report` (when not null). llvm::SplitModule partitions the module: every function and global
-/// is made external with hidden visibility (the parts refer to each other's; hidden
-/// symbols leave no trace outside the executable, and the generator names them all
-/// `mesh.*`, so none meets a runtime or C library name), functions are dealt out round
-/// robin (split_chunks made them of similar size), and each part refers to what the
-/// others define by declarations. An LLVMContext belongs to one thread: each part goes
-/// to its thread as bitcode and is read into a context of its own there, with a target
-/// machine of its own.
 /// CPU seconds this thread has run.
 double thread_cpu_seconds() {
     timespec t{};
@@ -272,6 +263,16 @@ double thread_cpu_seconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
+/// Optimises and emits `module` as `parts` object files, one thread each (this one does
+/// the first part), and records each part's CPU time in `report` (when not null).
+/// llvm::SplitModule partitions the module: every function and global is made external
+/// with hidden visibility (the parts refer to each other's; hidden symbols leave no trace
+/// outside the executable, and the generator names them all `mesh.*` or `meshk_*`, so
+/// none meets a runtime or C library name), functions are dealt out round robin (split_chunks made
+/// the long ones into functions of similar size), and each part refers to what the
+/// others define by declarations. An LLVMContext belongs to one thread: each part goes
+/// to its thread as bitcode and is read into a context of its own there, with a target
+/// machine of its own.
 std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int opt_level, CodegenReport* report) {
     std::vector<llvm::SmallString<0>> bitcode;
     llvm::SplitModule(
