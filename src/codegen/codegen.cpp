@@ -5,14 +5,19 @@
 #include "codegen/generator.h"
 
 #include <algorithm>
+#include <ctime>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -34,6 +39,9 @@
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/CodeExtractor.h>
 #include <llvm/IR/CFG.h>
+#include <llvm/Support/Threading.h>
+#include <llvm/Support/thread.h>
+#include <llvm/Transforms/Utils/SplitModule.h>
 
 #include "support/diagnostics.h"
 
@@ -189,13 +197,22 @@ void split_chunks(const std::map<llvm::Function*, std::vector<llvm::BasicBlock*>
     }
 }
 
-std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind) {
+namespace {
+
+/// The fewest instructions (after split_chunks, before optimisation) a part of a module
+/// compiled in parallel gets: about half a second of -O2 on this machine's cores, worth a
+/// thread. A module of fewer than two parts' worth is compiled whole. See part_count().
+constexpr size_t kPartInstructions = 2500;
+
+/// The host module of the program, verified, with its long functions split
+/// (split_chunks) and not yet optimised; for EmitKind::Ptx (or a GPU build asked for the
+/// PTX only) nothing: the kernels' PTX is in `ptx` then.
+std::unique_ptr<llvm::Module> host_module(llvm::LLVMContext& ctx, const spmd::LocalModule& module, const Options& options,
+                                          EmitKind kind, llvm::TargetMachine& tm, std::string& ptx) {
     MESHC_ASSERT(module.entry >= 0, "generate() needs an entry function");
-    llvm::LLVMContext ctx;
     auto mod = std::make_unique<llvm::Module>(options.program_name, ctx);
-    std::unique_ptr<llvm::TargetMachine> tm(host_machine(options.opt_level));
-    mod->setTargetTriple(tm->getTargetTriple().str());
-    mod->setDataLayout(tm->createDataLayout());
+    mod->setTargetTriple(tm.getTargetTriple().str());
+    mod->setDataLayout(tm.createDataLayout());
     bool gpu = options.gpu || kind == EmitKind::Ptx;
     lower::Generator generator(ctx, *mod, module, gpu, options.locate);
     generator.generate(options.program_name);
@@ -207,9 +224,9 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
         // The GPU regions become kernels; their PTX is a constant of the host program.
         std::vector<gpu::Kernel> kernels = gpu::outline(*mod, generator.regions(), generator.image());
         if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR after outlining: " + problems, __FILE__, __LINE__);
-        std::string ptx = kernels.empty() ? fmt::format("//\n// meshc: no GPU kernels\n//\n.version 8.0\n.target {}\n.address_size 64\n", options.gpu_arch)
-                                          : gpu::compile_ptx(*mod, kernels, options.gpu_arch, options.opt_level);
-        if (kind == EmitKind::Ptx) return ptx;
+        ptx = kernels.empty() ? fmt::format("//\n// meshc: no GPU kernels\n//\n.version 8.0\n.target {}\n.address_size 64\n", options.gpu_arch)
+                              : gpu::compile_ptx(*mod, kernels, options.gpu_arch, options.opt_level);
+        if (kind == EmitKind::Ptx) return nullptr;
         if (llvm::GlobalVariable* placeholder = generator.image()) {
             llvm::Constant* text = llvm::ConstantDataArray::getString(ctx, ptx, true);
             auto* image = new llvm::GlobalVariable(*mod, text->getType(), true, llvm::GlobalValue::PrivateLinkage, text, "mesh.ptx.image");
@@ -221,6 +238,90 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
 
     split_chunks(generator.chunks());
     if (llvm::verifyModule(*mod, &problem_stream)) internal_error("invalid LLVM IR after splitting: " + problems, __FILE__, __LINE__);
+    return mod;
+}
+
+/// How many parts generate_objects() compiles `module` in: one per job, but no more than
+/// the module has defined functions or kPartInstructions; 1 (the module as it is) for one
+/// job or a small module.
+unsigned part_count(const llvm::Module& module, const Options& options) {
+    unsigned jobs = options.jobs ? options.jobs : std::max(1u, llvm::heavyweight_hardware_concurrency().compute_thread_count());
+    if (jobs <= 1) return 1;
+    size_t instructions = 0, defined = 0;
+    for (const llvm::Function& f : module) {
+        if (f.isDeclaration()) continue;
+        ++defined;
+        instructions += f.getInstructionCount();
+    }
+    return static_cast<unsigned>(std::max<size_t>(1, std::min({size_t(jobs), defined, instructions / kPartInstructions})));
+}
+
+/// CPU seconds this thread has run.
+double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+/// Optimises and emits `module` as `parts` object files, one thread each (this one does
+/// the first part), and records each part's CPU time in `report` (when not null).
+/// llvm::SplitModule partitions the module: every function and global is made external
+/// with hidden visibility (the parts refer to each other's; hidden symbols leave no trace
+/// outside the executable, and the generator names them all `mesh.*` or `meshk_*`, so
+/// none meets a runtime or C library name), functions are dealt out round robin (split_chunks made
+/// the long ones into functions of similar size), and each part refers to what the
+/// others define by declarations. An LLVMContext belongs to one thread: each part goes
+/// to its thread as bitcode and is read into a context of its own there, with a target
+/// machine of its own.
+std::vector<std::string> emit_parts(llvm::Module& module, unsigned parts, int opt_level, CodegenReport* report) {
+    std::vector<llvm::SmallString<0>> bitcode;
+    llvm::SplitModule(
+        module, parts,
+        [&](std::unique_ptr<llvm::Module> part) {
+            llvm::raw_svector_ostream os(bitcode.emplace_back());
+            llvm::WriteBitcodeToFile(*part, os);
+        },
+        /*PreserveLocals=*/false, /*RoundRobin=*/true);
+    std::vector<std::unique_ptr<llvm::TargetMachine>> machines;
+    for (size_t i = 0; i < bitcode.size(); ++i) machines.emplace_back(host_machine(opt_level));
+    std::vector<std::string> objects(bitcode.size());
+    std::vector<std::exception_ptr> failures(bitcode.size());
+    std::vector<double> cpu(bitcode.size());
+    auto compile = [&](size_t i) {
+        double start = thread_cpu_seconds();
+        try {
+            llvm::LLVMContext ctx;
+            llvm::Expected<std::unique_ptr<llvm::Module>> part =
+                llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i].str(), fmt::format("part{}", i)), ctx);
+            if (!part) internal_error("cannot read a module part back: " + llvm::toString(part.takeError()), __FILE__, __LINE__);
+            optimize(**part, *machines[i], opt_level);
+            objects[i] = emit_file(**part, *machines[i], llvm::CodeGenFileType::ObjectFile);
+        } catch (...) {
+            failures[i] = std::current_exception();
+        }
+        cpu[i] = thread_cpu_seconds() - start;
+    };
+    // The optimiser recurses on large functions: each thread gets the main thread's usual
+    // 8 MiB of stack rather than the system default for new threads.
+    std::vector<llvm::thread> threads;
+    for (size_t i = 1; i < bitcode.size(); ++i) threads.emplace_back(std::optional<unsigned>(8u << 20), compile, i);
+    compile(0);
+    for (llvm::thread& t : threads) t.join();
+    for (std::exception_ptr& failure : failures) {
+        if (failure) std::rethrow_exception(failure);
+    }
+    if (report) report->part_cpu_seconds = cpu;
+    return objects;
+}
+
+}  // namespace
+
+std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::TargetMachine> tm(host_machine(options.opt_level));
+    std::string ptx;
+    std::unique_ptr<llvm::Module> mod = host_module(ctx, module, options, kind, *tm, ptx);
+    if (!mod) return ptx;
     optimize(*mod, *tm, options.opt_level);
     if (kind == EmitKind::LLVM) {
         std::string out;
@@ -229,6 +330,20 @@ std::string generate(const spmd::LocalModule& module, const Options& options, Em
         return out;
     }
     return emit_file(*mod, *tm, kind == EmitKind::Asm ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile);
+}
+
+std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options, CodegenReport* report) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::TargetMachine> tm(host_machine(options.opt_level));
+    std::string ptx;
+    std::unique_ptr<llvm::Module> mod = host_module(ctx, module, options, EmitKind::Obj, *tm, ptx);
+    unsigned parts = part_count(*mod, options);
+    if (parts > 1) return emit_parts(*mod, parts, options.opt_level, report);
+    double start = thread_cpu_seconds();
+    optimize(*mod, *tm, options.opt_level);
+    std::string object = emit_file(*mod, *tm, llvm::CodeGenFileType::ObjectFile);
+    if (report) report->part_cpu_seconds = {thread_cpu_seconds() - start};
+    return {std::move(object)};
 }
 
 }  // namespace meshc::codegen

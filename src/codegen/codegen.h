@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "spmd/spmd.h"
 
@@ -41,6 +42,10 @@ struct Options {
     /// `file:line:col` of a source span (empty when unknown): each collective tells the
     /// runtime where it comes from, for the messages of one that fails or times out.
     std::function<std::string(Span)> locate;
+    /// Threads that optimise and emit a large program's object code (`meshc build -j`):
+    /// 0 = one per core, 1 = the whole module on this thread. A small module is always
+    /// compiled whole (generate_objects()).
+    unsigned jobs = 0;
 };
 
 /// Generates the whole program (module.entry must be valid) and returns the LLVM IR text,
@@ -50,9 +55,26 @@ struct Options {
 /// internal error (InternalError).
 std::string generate(const spmd::LocalModule& module, const Options& options, EmitKind kind);
 
-/// Links `object` with libmeshrt into `output` through the system C++ driver. On failure
+/// The program's object code, as generate(module, options, EmitKind::Obj) makes it, but a
+/// large module (thousands of instructions; a program written layer by layer, a long
+/// derived function) is split into parts optimised and emitted in parallel, one object
+/// each, on up to `options.jobs` threads: link them all. Same behaviour either way.
+/// `report`, when given, receives the CPU seconds each part's optimisation and emission
+/// took (one entry when the module was compiled whole), for `--time-report`.
+struct CodegenReport {
+    std::vector<double> part_cpu_seconds;
+};
+std::vector<std::string> generate_objects(const spmd::LocalModule& module, const Options& options,
+                                          CodegenReport* report = nullptr);
+
+/// Links `objects` with libmeshrt into `output` through the system C++ driver. On failure
 /// returns false with the driver's output in `error`.
-bool link_executable(const std::string& object, const std::string& output, std::string& error);
+bool link_executable(const std::vector<std::string>& objects, const std::string& output, std::string& error);
+
+/// Combines `objects` into one relocatable object `output` (the C++ driver's `-r`), for
+/// `--emit=obj` of a program compiled in parts. On failure returns false with the
+/// driver's output in `error`.
+bool combine_objects(const std::vector<std::string>& objects, const std::string& output, std::string& error);
 
 /// What identifies the compiler and runtime that build a program (the meshc executable's
 /// and libmeshrt's sizes and modification times): part of `meshc run`'s cache key, so a

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,10 +61,12 @@ std::string toolchain_identity() {
     return id;
 }
 
-bool link_executable(const std::string& object, const std::string& output, std::string& error) {
-    std::string command = fmt::format("{} {} {} {} -o {} {} {} 2>&1", MESHC_LINKER, MESHC_LINK_FLAGS, quote(object),
-                                      quote(runtime_library()), quote(output), program_libraries(), MESHRT_LINK_LIBS);
-    FILE* pipe = popen(command.c_str(), "r");
+namespace {
+
+/// Runs `command` (standard error joined to standard output); on failure false with what
+/// it printed in `error`.
+bool run_driver(const std::string& command, std::string& error) {
+    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
     if (!pipe) {
         error = "cannot start the linker: " + command;
         return false;
@@ -74,10 +77,28 @@ bool link_executable(const std::string& object, const std::string& output, std::
     while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
     int status = pclose(pipe);
     if (status != 0) {
-        error = fmt::format("`{}` failed:\n{}", command.substr(0, command.size() - 5), text);
+        error = fmt::format("`{}` failed:\n{}", command, text);
         return false;
     }
     return true;
+}
+
+std::string quote_all(const std::vector<std::string>& paths) {
+    std::string out;
+    for (const std::string& p : paths) out += (out.empty() ? "" : " ") + quote(p);
+    return out;
+}
+
+}  // namespace
+
+bool link_executable(const std::vector<std::string>& objects, const std::string& output, std::string& error) {
+    return run_driver(fmt::format("{} {} {} {} -o {} {} {}", MESHC_LINKER, MESHC_LINK_FLAGS, quote_all(objects),
+                                  quote(runtime_library()), quote(output), program_libraries(), MESHRT_LINK_LIBS),
+                      error);
+}
+
+bool combine_objects(const std::vector<std::string>& objects, const std::string& output, std::string& error) {
+    return run_driver(fmt::format("{} -r -nostdlib {} -o {}", MESHC_LINKER, quote_all(objects), quote(output)), error);
 }
 
 }  // namespace meshc::codegen

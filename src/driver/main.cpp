@@ -76,6 +76,7 @@ struct CheckOptions {
     std::vector<std::string> meshes;     // --mesh NAME=axis:size,...
     bool gpu = false;                    // --gpu
     std::string gpu_arch = "sm_90";      // --gpu-arch
+    unsigned jobs = 0;                   // -j: code generation threads (0: one per core)
     std::vector<std::string> run_args;   // run: after `--`
 };
 
@@ -167,13 +168,19 @@ public:
         for (const char* p : {"parse", "resolve", "refine", "infer", "verify", "autodiff", "spmd", "codegen", "link"}) {
             auto it = total_.find(p);
             if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
+            auto note = notes_.find(p);
+            if (note != notes_.end()) std::cerr << fmt::format("meshc:      {:<8} ({})\n", "", note->second);
         }
         std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", "total", all * 1e3);
     }
 
+    /// A remark printed under the phase's time.
+    void note(const char* phase, std::string text) { notes_[phase] = std::move(text); }
+
 private:
     bool enabled_;
     std::map<std::string, double> total_;
+    std::map<std::string, std::string> notes_;
 };
 
 std::string file_stem(const std::string& path) {
@@ -295,21 +302,25 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
     cg.program_name = file_stem(path);
     cg.gpu = options.gpu;
     cg.gpu_arch = options.gpu_arch;
+    cg.jobs = options.jobs;
     cg.locate = [&sources](Span s) -> std::string {
         if (!s.valid()) return {};
         LineCol lc = sources.line_col(s.file, s.begin);
         return fmt::format("{}:{}:{}", sources.path(s.file), lc.line, lc.col);
     };
     // A GPU build needs CUDA's libdevice and LLVM's NVPTX target: E0706 when one is missing.
-    auto generate = [&](codegen::EmitKind kind, std::string& out) {
+    auto guarded = [&](auto&& work) {
         try {
-            out = timer.run("codegen", [&] { return codegen::generate(local, cg, kind); });
+            work();
             return true;
         } catch (const codegen::GpuError& e) {
             diags.emit(DiagCode::E0706, {}, fmt::format("cannot build the GPU kernels of `{}`: {}", path, e.what()))
                 .note("`meshc build` without --gpu makes a program whose loops run on the host");
             return false;
         }
+    };
+    auto generate = [&](codegen::EmitKind kind, std::string& out) {
+        return guarded([&] { out = timer.run("codegen", [&] { return codegen::generate(local, cg, kind); }); });
     };
     if (options.emit == "llvm" || options.emit == "asm" || options.emit == "ptx") {
         std::string text;
@@ -349,25 +360,52 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
             }
         }
     }
-    std::string object;
-    if (!generate(codegen::EmitKind::Obj, object)) return 1;
-    std::string object_path = options.emit == "obj" ? output : output + fmt::format(".{}.o", getpid());
-    {
-        std::ofstream out(object_path, std::ios::binary);
-        out.write(object.data(), static_cast<std::streamsize>(object.size()));
+    // The object code: one object, or for a large program one per part compiled in
+    // parallel (codegen::generate_objects), each written beside the output.
+    std::vector<std::string> objects;
+    codegen::CodegenReport report;
+    if (!guarded([&] { objects = timer.run("codegen", [&] { return codegen::generate_objects(local, cg, &report); }); })) return 1;
+    std::vector<std::string> cpu;
+    for (double s : report.part_cpu_seconds) cpu.push_back(fmt::format("{:.2f}", s));
+    timer.note("codegen", fmt::format("{}optimisation and emission {} s of CPU time",
+                                      objects.size() > 1 ? fmt::format("{} parts in parallel; ", objects.size()) : "",
+                                      fmt::join(cpu, " + ")));
+    bool whole = options.emit == "obj" && objects.size() == 1;  // written as the output itself
+    std::vector<std::string> object_paths;
+    for (size_t i = 0; i < objects.size(); ++i) {
+        object_paths.push_back(whole                 ? output
+                               : objects.size() == 1 ? output + fmt::format(".{}.o", getpid())
+                                                     : output + fmt::format(".{}.{}.o", getpid(), i));
+    }
+    auto remove_objects = [&] {
+        for (const std::string& p : object_paths) std::remove(p.c_str());
+    };
+    for (size_t i = 0; i < objects.size(); ++i) {
+        std::ofstream out(object_paths[i], std::ios::binary);
+        out.write(objects[i].data(), static_cast<std::streamsize>(objects[i].size()));
         if (!out) {
             diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, std::strerror(errno)));
-            std::remove(object_path.c_str());
+            remove_objects();
             return 1;
         }
     }
-    if (options.emit == "obj") return 0;
+    if (whole) return 0;
+    if (options.emit == "obj") {
+        std::string error;
+        bool combined = timer.run("link", [&] { return codegen::combine_objects(object_paths, output, error); });
+        remove_objects();
+        if (!combined) {
+            diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", output, error));
+            return 1;
+        }
+        return 0;
+    }
     // Link to a temporary name, then rename: an interrupted build never leaves a broken
     // executable (the run cache relies on it).
     std::string partial = output + fmt::format(".{}.tmp", getpid());
     std::string error;
-    bool linked = timer.run("link", [&] { return codegen::link_executable(object_path, partial, error); });
-    std::remove(object_path.c_str());
+    bool linked = timer.run("link", [&] { return codegen::link_executable(object_paths, partial, error); });
+    remove_objects();
     if (!linked) {
         std::remove(partial.c_str());
         diags.emit(DiagCode::E0704, {}, fmt::format("cannot link `{}`: {}", output, error));
@@ -691,6 +729,10 @@ int main(int argc, char** argv) {
                                            std::tuple{run_cmd, &run, &run_file, &run_error_format}}) {
         cmd->add_option("file", *file, "Source file (.msh) with `fn main()`")->required();
         cmd->add_option("-O", opts->opt_level, "Optimisation level 0-3 (default 2)")->check(CLI::Range(0, 3));
+        cmd->add_option("-j,--jobs", opts->jobs,
+                        "Threads that optimise and emit a large program's code (default 0: one per core; the "
+                        "output is the same)")
+            ->check(CLI::Range(0, 1024));
         cmd->add_option("--mesh", opts->meshes,
                         "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
             ->allow_extra_args(false);

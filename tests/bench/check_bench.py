@@ -11,6 +11,7 @@ and linking) of the same programs instead, the whole pipeline to an executable.
     python3 tests/bench/check_bench.py --meshc build/meshc [--layers 100 1000 10000]
         [--repeat 3] [--json out.json]
     python3 tests/bench/check_bench.py --meshc build/meshc --build --layers 100 300 1000
+        [--build-flag=-j1]   # code generation on one thread (default: one per core)
 
 The baseline and the command that produced it are in docs/benchmarks.md.
 """
@@ -40,7 +41,7 @@ def generate(layers, d=64, h=256, b=8):
     return "\n".join(out) + "\n"
 
 
-def run_once(meshc, path, build=False):
+def run_once(meshc, path, build=False, flags=()):
     # Peak RSS of this child alone: measure in a fresh subprocess wrapper.
     wrapper = ("import resource,subprocess,sys,time;"
                "t=time.perf_counter();"
@@ -48,7 +49,7 @@ def run_once(meshc, path, build=False):
                "e=time.perf_counter()-t;"
                "m=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
                "print(r.returncode,e,m);sys.stderr.write(r.stderr.decode()[-2000:])")
-    cmd = [meshc, "build", path, "-o", path + ".exe"] if build else [meshc, "check", path]
+    cmd = [meshc, "build", path, "-o", path + ".exe", *flags] if build else [meshc, "check", path]
     p = subprocess.run([sys.executable, "-c", wrapper] + cmd, capture_output=True, text=True)
     rc, seconds, rss_kb = p.stdout.split()
     if int(rc) != 0:
@@ -63,13 +64,15 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--build", action="store_true", help="time `meshc build` instead of `meshc check`")
+    ap.add_argument("--build-flag", action="append", default=[],
+                    help="an extra `meshc build` option (repeatable), e.g. --build-flag=-j1")
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty.msh")
         with open(empty, "w") as f:
             f.write(generate(0))
-        startup = min(run_once(args.meshc, empty, args.build)[0] for _ in range(args.repeat))
+        startup = min(run_once(args.meshc, empty, args.build, args.build_flag)[0] for _ in range(args.repeat))
         print(f"start-up (0 layers): {startup * 1e3:.2f} ms")
         print(f"{'layers':>8} {'bytes':>10} {'best s':>9} {'ms/layer':>9} {'ms/layer (- start-up)':>22} {'peak RSS MiB':>13}")
         for n in args.layers:
@@ -77,7 +80,7 @@ def main():
             text = generate(n)
             with open(path, "w") as f:
                 f.write(text)
-            runs = [run_once(args.meshc, path, args.build) for _ in range(args.repeat)]
+            runs = [run_once(args.meshc, path, args.build, args.build_flag) for _ in range(args.repeat)]
             best = min(r[0] for r in runs)
             rss = max(r[1] for r in runs) / 1024
             per_layer = best / n * 1e3
