@@ -12,6 +12,19 @@ and linking) of the same programs instead, the whole pipeline to an executable.
         [--repeat 3] [--json out.json]
     python3 tests/bench/check_bench.py --meshc build/meshc --build --layers 100 300 1000
         [--build-flag=-j1]   # code generation on one thread (default: one per core)
+    python3 tests/bench/check_bench.py --meshc build/meshc --build --layers 100 1000 \
+        --jax tests/bench/.venv/bin/python [--jax-weights args generated]
+
+With --jax PYTHON (a Python with jax, e.g. tests/bench/.venv, created only for
+benchmarks: `python3 -m venv tests/bench/.venv && tests/bench/.venv/bin/pip install
+jax`) each layer count is also built by JAX: tests/bench/jax_build.py, in a fresh
+process per run with XLA_FLAGS=--xla_force_host_platform_device_count=8 and no
+persistent compilation cache, times jax.jit(f).trace().lower().compile() of the same
+computation (same mesh, shapes, ops and shardings); the meshc and JAX runs alternate,
+and a table puts the best of each side by side. --jax-weights chooses how JAX gets the
+weights: `generated` (drawn by jax.random.normal inside the function, as the Mesh
+program does; the default) or `args` (arguments with in_shardings, as JAX models
+usually take parameters); several may be given. Without --jax nothing of JAX is needed.
 
 The baseline and the command that produced it are in docs/benchmarks.md.
 """
@@ -57,6 +70,23 @@ def run_once(meshc, path, build=False, flags=()):
     return float(seconds), int(rss_kb)
 
 
+JAX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_build.py")
+
+
+def run_jax_once(python, layers, weights):
+    """trace + lower + compile seconds of jax_build.py, in a fresh process."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    env["JAX_PLATFORMS"] = "cpu"
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    p = subprocess.run([python, JAX_SCRIPT, "--layers", str(layers), "--weights", weights],
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"jax_build.py --layers {layers} --weights {weights} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meshc", required=True)
@@ -66,7 +96,15 @@ def main():
     ap.add_argument("--build", action="store_true", help="time `meshc build` instead of `meshc check`")
     ap.add_argument("--build-flag", action="append", default=[],
                     help="an extra `meshc build` option (repeatable), e.g. --build-flag=-j1")
+    ap.add_argument("--jax", metavar="PYTHON",
+                    help="also time JAX's trace+lower+compile of the same programs with this Python "
+                         "(one that has jax, e.g. tests/bench/.venv/bin/python); needs --build")
+    ap.add_argument("--jax-weights", nargs="+", choices=["generated", "args"], default=["generated"],
+                    help="how the JAX function gets its weights (see tests/bench/jax_build.py)")
     args = ap.parse_args()
+    if args.jax and not args.build:
+        ap.error("--jax compares with `meshc build`: add --build")
+    side_by_side = []
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty.msh")
@@ -80,7 +118,12 @@ def main():
             text = generate(n)
             with open(path, "w") as f:
                 f.write(text)
-            runs = [run_once(args.meshc, path, args.build, args.build_flag) for _ in range(args.repeat)]
+            runs, jax_runs = [], {w: [] for w in args.jax_weights}
+            for _ in range(args.repeat):  # meshc and JAX alternate, so both see the same load
+                runs.append(run_once(args.meshc, path, args.build, args.build_flag))
+                if args.jax:
+                    for w in args.jax_weights:
+                        jax_runs[w].append(run_jax_once(args.jax, n, w))
             best = min(r[0] for r in runs)
             rss = max(r[1] for r in runs) / 1024
             per_layer = best / n * 1e3
@@ -88,6 +131,27 @@ def main():
             print(f"{n:>8} {len(text):>10} {best:>9.4f} {per_layer:>9.4f} {net:>22.4f} {rss:>13.1f}")
             results.append(dict(layers=n, bytes=len(text), seconds=best, ms_per_layer=per_layer,
                                 ms_per_layer_net=net, peak_rss_mib=rss))
+            if args.jax:
+                row = dict(layers=n, meshc_seconds=best, meshc_runs=[r[0] for r in runs], jax={})
+                for w, rs in jax_runs.items():
+                    b = min(rs, key=lambda r: r["total_s"])
+                    row["jax"][w] = dict(best=b, runs=[r["total_s"] for r in rs])
+                side_by_side.append(row)
+                results[-1]["jax"] = row["jax"]
+    if args.jax:
+        version = side_by_side[0]["jax"][args.jax_weights[0]]["best"]["jax"] if side_by_side else "?"
+        print(f"\nmeshc build vs JAX {version} trace+lower+compile (8 host devices), "
+              f"best of {args.repeat}, fresh process each")
+        head = f"{'layers':>8} {'meshc build s':>14}"
+        for w in args.jax_weights:
+            head += f" {'JAX (' + w + ') s':>18} {'of which compile':>17} {'meshc / JAX':>12}"
+        print(head)
+        for row in side_by_side:
+            line = f"{row['layers']:>8} {row['meshc_seconds']:>14.3f}"
+            for w in args.jax_weights:
+                b = row["jax"][w]["best"]
+                line += f" {b['total_s']:>18.3f} {b['compile_s']:>17.3f} {row['meshc_seconds'] / b['total_s']:>12.2f}"
+            print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(command="build" if args.build else "check", startup_seconds=startup,
