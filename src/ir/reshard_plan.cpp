@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <optional>
 
 #include "support/diagnostics.h"
 
@@ -172,16 +173,20 @@ int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh
     return before.local_bytes(&mesh);
 }
 
-double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh) {
-    CollectiveKind kind;
-    switch (step.kind) {
-    case OpKind::AllReduce: kind = CollectiveKind::AllReduce; break;
-    case OpKind::ReduceScatter: kind = CollectiveKind::ReduceScatter; break;
-    case OpKind::AllGather: kind = CollectiveKind::AllGather; break;
-    case OpKind::AllToAll: kind = CollectiveKind::AllToAll; break;
-    default: return 0;
+std::optional<CollectiveKind> collective_kind(OpKind kind) {
+    switch (kind) {
+    case OpKind::AllReduce: return CollectiveKind::AllReduce;
+    case OpKind::ReduceScatter: return CollectiveKind::ReduceScatter;
+    case OpKind::AllGather: return CollectiveKind::AllGather;
+    case OpKind::AllToAll: return CollectiveKind::AllToAll;
+    default: return std::nullopt;
     }
-    return collective_cost(kind, mesh, step.axes, static_cast<double>(step_bytes(step, before, mesh))).seconds;
+}
+
+double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh) {
+    std::optional<CollectiveKind> kind = collective_kind(step.kind);
+    if (!kind) return 0;
+    return collective_cost(*kind, mesh, step.axes, static_cast<double>(step_bytes(step, before, mesh))).seconds;
 }
 
 double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh) {
@@ -192,6 +197,10 @@ double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh) 
     } catch (const InternalError&) {
         return std::numeric_limits<double>::infinity();
     }
+    return plan_cost(steps, from, mesh);
+}
+
+double plan_cost(const std::vector<ReshardStep>& steps, const TensorType& from, const Mesh& mesh) {
     double cost = 0;
     TensorType t = from;
     for (const ReshardStep& s : steps) {

@@ -5,6 +5,7 @@
 // (transform/autodiff.cpp).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/cost_model.h"
@@ -37,6 +38,8 @@ std::vector<ReshardStep> plan_reshard(const TensorType& from, const Layout& to, 
 
 /// Whether a step moves data between devices (local slices and make_partial do not).
 bool communicates(OpKind kind);
+/// The collective an op kind is, if it is one.
+std::optional<CollectiveKind> collective_kind(OpKind kind);
 
 /// Per-device buffer b of a step (docs/language.md, "The coercion table": the unsplit side) for a value of
 /// type `before` (the step's input type).
@@ -48,5 +51,7 @@ double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& 
 /// Cost in seconds of the cheapest plan from `from`'s layout to `to`; infinity when there
 /// is no plan.
 double reshard_cost(const TensorType& from, const Layout& to, const Mesh& mesh);
+/// Cost in seconds of `steps` applied to a value of type `from`.
+double plan_cost(const std::vector<ReshardStep>& steps, const TensorType& from, const Mesh& mesh);
 
 }  // namespace meshc::ir

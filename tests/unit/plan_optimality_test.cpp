@@ -1109,3 +1109,29 @@ TEST_CASE("coercion plans against two-step paths through a third layout", "[plan
     CHECK(pairs > 0);
     CHECK(cheaper == 0);
 }
+
+// The checker costs candidate layouts that may not be layouts at all (an axis both
+// splitting a dim and pending, from a contraction candidate): the planner must answer
+// as the fixed-order plan does (a plan or InternalError), never read past its encoding.
+// (A random program crashed meshc with SIGFPE and SIGBUS here before the check.)
+TEST_CASE("the coercion planner survives malformed layouts", "[plan-optimality]") {
+    ir::Mesh mesh;
+    mesh.name = "Box";
+    mesh.axes = {{"a", 2, 5e-6, 1e11}, {"b", 3, 5e-6, 1e11}, {"c", 2, 5e-6, 1e11}};
+    ir::TensorType type;
+    type.shape = {4, 2, 6};
+    type.mesh = 0;
+    type.layout = Layout::replicated(3);
+    type.layout.dims[0] = AxisList{2, 0};  // (c, a)
+    type.layout.partial = ir::axis_bit(2); // and c pending too
+    Layout to = Layout::replicated(3);
+    to.dims[0] = AxisList{2};
+    to.partial = ir::axis_bit(0);
+    double cost = 0;
+    CHECK_NOTHROW(cost = ir::reshard_cost(type, to, mesh));
+    CHECK(cost >= 0);
+    // An axis index past the mesh.
+    type.layout = Layout::replicated(3);
+    type.layout.dims[1] = AxisList{7};
+    CHECK_NOTHROW(cost = ir::reshard_cost(type, to, mesh));
+}

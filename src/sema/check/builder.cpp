@@ -317,15 +317,8 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
         TensorType out = in;
         out.layout = result;
         const Mesh* mesh = mesh_of(in);
-        std::optional<CollectiveKind> ck;
-        int64_t bytes = 0;
-        switch (kind) {
-        case ir::OpKind::AllReduce: ck = CollectiveKind::AllReduce; bytes = in.local_bytes(mesh); break;
-        case ir::OpKind::ReduceScatter: ck = CollectiveKind::ReduceScatter; bytes = in.local_bytes(mesh); break;
-        case ir::OpKind::AllGather: ck = CollectiveKind::AllGather; bytes = out.local_bytes(mesh); break;
-        case ir::OpKind::AllToAll: ck = CollectiveKind::AllToAll; bytes = in.local_bytes(mesh); break;
-        default: break;
-        }
+        std::optional<CollectiveKind> ck = ir::collective_kind(kind);
+        int64_t bytes = kind == ir::OpKind::AllGather ? out.local_bytes(mesh) : in.local_bytes(mesh);
         if (ck && mesh) *dry_cost_ += collective_cost(*ck, *mesh, axes, static_cast<double>(bytes)).seconds;
         dry_layout_ = std::move(result);
         return v;
