@@ -265,6 +265,24 @@ void FunctionBuilder::fix_layout(ValueId v, int32_t mesh, const Layout& layout) 
     t.mesh = mesh;
     t.layout = layout;
     flexible_[v] = false;
+    // Flexible results already made from v follow it: each takes v's splits on the dims
+    // it shares with v (aligned from the right, as broadcasting aligns them).
+    if (auto users = flexible_users_.find(v); users != flexible_users_.end()) {
+        std::vector<ValueId> list = std::move(users->second);
+        flexible_users_.erase(users);
+        for (ValueId u : list) {
+            if (!flexible_[u]) continue;
+            const TensorType& ut = f_.types[u];
+            Layout ul = Layout::replicated(ut.rank());
+            if (ut.rank() >= t.rank()) {
+                size_t offset = ut.rank() - t.rank();
+                for (size_t d = 0; d < t.rank(); ++d) {
+                    if (ut.shape[d + offset] == t.shape[d]) ul.dims[d + offset] = f_.types[v].layout.dims[d];
+                }
+            }
+            fix_layout(u, mesh, ul);
+        }
+    }
     auto [list, index] = producer_[v];
     if (!list) return;
     ir::Op& op = (*list)[index];

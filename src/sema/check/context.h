@@ -324,6 +324,10 @@ private:
     Binding binding_;
     std::vector<std::map<std::string_view, Binding_>> scopes_;
     std::vector<bool> flexible_;
+    /// Flexible element-wise results made from a flexible value, by that value: fixing
+    /// the value fixes them (their ops would otherwise mix a placed operand and an
+    /// unplaced result).
+    std::map<ValueId, std::vector<ValueId>> flexible_users_;
     std::vector<bool> weak_;                     // untyped literals and creations: element type from context
     // The op list and index of each value's producer (null for parameters and region
     // arguments); valid while that list is open, which is as long as a value can be

@@ -345,6 +345,11 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     t.layout = result;
     ValueId v = emit(std::move(op), std::move(t), std::move(names));
     flexible_[v] = all_flexible && std::any_of(operands.begin(), operands.end(), [&](ValueId o) { return flexible_[o]; });
+    if (flexible_[v]) {
+        // Fixing a flexible operand's layout later fixes this result too (fix_layout).
+        for (ValueId o : operands)
+            if (flexible_[o]) flexible_users_[o].push_back(v);
+    }
     // A result of weakly typed operands is weak too (context may still choose its element
     // type), except a comparison's: it is bool whatever its operands are.
     bool all_weak = std::all_of(operands.begin(), operands.end(), [&](ValueId o) { return weak_[o]; });
