@@ -59,6 +59,7 @@ struct CheckOptions {
     std::vector<std::string> files;
     bool syntax_only = false;
     bool strict_comm = false;
+    int plan_search = 32;                // --plan-search: extra lowerings per function (0: off)
     bool stop_after_names = false;
     bool time_report = false;
     std::string emit;  // "", "ast", "gir-checked", "gir", ...
@@ -335,7 +336,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
     if (options.run) {
         std::string key;
         for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
-        key += fmt::format("O{} {} {} {}", options.opt_level, fmt::join(options.meshes, ";"), MESHC_VERSION,
+        key += fmt::format("O{} s{} {} {} {}", options.opt_level, options.plan_search, fmt::join(options.meshes, ";"), MESHC_VERSION,
                            options.gpu ? options.gpu_arch : "host");
         key += codegen::toolchain_identity();
         std::string dir = cache_dir();
@@ -523,6 +524,7 @@ int run_check(const CheckOptions& options) {
         if (!functions_with_errors(program, diags, with_errors)) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
+        infer_options.plan_search = options.plan_search;
         infer_options.skip = &with_errors;
         auto gir_owner = timer.run("infer", [&] {
             return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
@@ -671,6 +673,9 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     check_cmd->add_flag("--names-only", check.stop_after_names,
                         "Stop after name resolution (no type, shape or sharding inference)");
+    check_cmd->add_option("--plan-search", check.plan_search,
+                          "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
+        ->check(CLI::Range(0, 100000));
     check_cmd->add_flag("--strict-comm", check.strict_comm,
                         "Every communicating coercion the checker would insert is an error (E0406)");
     check_cmd->add_option("--error-format", error_format,
@@ -700,6 +705,9 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     explain_cmd->add_option("--format", explain_format, "`text` or `json`")
         ->check(CLI::IsMember({"text", "json"}));
+    explain_cmd->add_option("--plan-search", explain.plan_search,
+                            "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
+        ->check(CLI::Range(0, 100000));
     explain_cmd->add_flag("--strict-comm", explain.strict_comm,
                           "Every communicating coercion is an error (E0406)");
     explain_cmd->add_option("--error-format", explain_error_format, "Diagnostics as `human`, `json` or `short`")
@@ -737,6 +745,8 @@ int main(int argc, char** argv) {
                         "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
             ->allow_extra_args(false);
         cmd->add_flag("--strict-comm", opts->strict_comm, "Every communicating coercion is an error (E0406)");
+        cmd->add_option("--plan-search", opts->plan_search, "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
+            ->check(CLI::Range(0, 100000));
         cmd->add_option("--error-format", *format, "Diagnostics as `human`, `json` or `short`")
             ->check(CLI::IsMember({"human", "json", "short"}));
         cmd->add_option("--stdlib", opts->stdlib_dir, "Standard library folder");

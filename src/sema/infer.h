@@ -23,6 +23,10 @@ struct InferOptions {
     /// Functions not to check (their name or refinement errors were reported): their
     /// calls are abandoned silently, and everything else is checked.
     const std::set<const ast::Item*>* skip = nullptr;
+    /// Whole-function plan search: at most this many extra lowerings of each function
+    /// instance, each trying another alternative at one decision point (0: off; see
+    /// docs/architecture.md, "Whole-function plan search").
+    int plan_search = 32;
 };
 
 ir::Module infer_program(const SourceManager& sources, const Program& program,

@@ -2,6 +2,9 @@
 import numpy as np
 from e2e_lib import F32
 
+# Written to exercise these collectives; at these sizes the whole-function search would
+# gather some operands instead (cheaper under the cost model): see run_e2e.py, PLAN_SEARCH.
+PLAN_SEARCH = 0
 COMM = ["inserted reduce_scatter sum over b", "inserted reduce_scatter sum over c",
         "inserted all_reduce sum over b, c", "inserted all_gather over a", "inserted all_gather over b", "inserted all_to_all over c",
         "inserted all_reduce sum over a, b", "inserted all_reduce sum over a, b, c",

@@ -2,6 +2,9 @@
 import numpy as np
 from e2e_lib import F32, f32, sigmoid, relu, gelu_tanh, gelu_erf
 
+# Written to exercise these collectives; at these sizes the whole-function search would
+# gather some operands instead (cheaper under the cost model): see run_e2e.py, PLAN_SEARCH.
+PLAN_SEARCH = 0
 COMM = ["all_reduce sum over data, model", "all_reduce max over data, model"]
 
 

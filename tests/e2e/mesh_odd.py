@@ -2,6 +2,9 @@
 import numpy as np
 from e2e_lib import F32, I64, random_normal, softmax
 
+# Written to exercise these collectives; at these sizes the whole-function search would
+# gather some operands instead (cheaper under the cost model): see run_e2e.py, PLAN_SEARCH.
+PLAN_SEARCH = 0
 COMM = ["inserted reduce_scatter sum over r", "inserted reduce_scatter sum over c", "inserted all_to_all over r",
         "inserted all_gather over r", "inserted all_gather over c", "inserted all_reduce max over r"]
 

@@ -2,6 +2,9 @@
 import numpy as np
 from e2e_lib import F32, F64, I32, I64, softmax, log_softmax
 
+# Written to exercise these collectives; at these sizes the whole-function search would
+# gather some operands instead (cheaper under the cost model): see run_e2e.py, PLAN_SEARCH.
+PLAN_SEARCH = 0
 COMM = ["inserted all_reduce sum over data, model", "inserted all_reduce sum over data",
         "inserted all_reduce sum over model", "inserted all_reduce max over data, model",
         "inserted all_reduce max over data", "inserted all_reduce max over model"]

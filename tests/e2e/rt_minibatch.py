@@ -3,6 +3,9 @@ seeds and program arguments (set by ARGV), and its run-time failures."""
 import numpy as np
 from e2e_lib import F32, BadCase, random_normal
 
+# Written to exercise these collectives; at these sizes the whole-function search would
+# gather some operands instead (cheaper under the cost model): see run_e2e.py, PLAN_SEARCH.
+PLAN_SEARCH = 0
 COMM = ["inserted all_reduce sum over model"]
 ARGV = ["--steps=6", "--lr=0.05", "--seed=77", "--verbose=true"]
 HELP = ["--steps=INT", "an i64 argument (default 3)", "--lr=FLOAT", "an f32 argument (default 0.1)",

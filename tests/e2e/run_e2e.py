@@ -13,7 +13,11 @@ For each program tests/e2e/NAME.msh (reference: tests/e2e/NAME.py, see e2e_lib.p
   4. compare every saved .npy file (dtype, shape, values) and every printed line with
      the module's expected() (an independent float64 NumPy reference), and the
      declared run with the all-1 run; no other file may appear in the run directory;
-  5. bad-input tests (a module with BAD_CASES) must fail in each case with a message
+  5. a module with PLAN_SEARCH = N checks its COMM list and runs both builds with
+     `--plan-search=N` (0: the local plans, for programs written to exercise
+     particular collectives), and runs once more on the declared mesh with the
+     whole-function plan search on ("searched"), checked against the reference too;
+  6. bad-input tests (a module with BAD_CASES) must fail in each case with a message
      naming the file (and the expected and found types), leaving no output file.
 
 --comm mpi (the MPI mode, ctest e2e-mpi) builds only the declared meshes and runs each
@@ -719,7 +723,14 @@ def run_test(name, args, work_root, have_build):
     if rc != 0:
         res.fail("meshc check failed (rc %s):\n%s" % (rc, indent(clip(out + err))))
         return res
-    rc, out, err, _ = run_cmd([args.meshc, "explain", src])
+    # PLAN_SEARCH: a program written to exercise particular collectives (an all_reduce of
+    # max over two axes, say) is small enough that the whole-function plan search would
+    # gather instead (cheaper under the cost model); its COMM list and its runs are then
+    # those of the local plans (`--plan-search=N`), and one more run on the declared mesh
+    # with the search on checks the searched plan's values too.
+    search = getattr(module, "PLAN_SEARCH", None)
+    sflags = [] if search is None else ["--plan-search=%d" % search]
+    rc, out, err, _ = run_cmd([args.meshc, "explain", src] + sflags)
     if rc != 0:
         res.fail("meshc explain failed (rc %s):\n%s" % (rc, indent(clip(out + err))))
         return res
@@ -750,9 +761,11 @@ def run_test(name, args, work_root, have_build):
     shutil.rmtree(tdir, ignore_errors=True)
     os.makedirs(tdir)
     meshes = declared_meshes(src)
-    variants = [("declared", [])]
+    variants = [("declared", list(sflags))]
     if meshes and args.comm != "mpi":
-        variants.append(("all-1", all_ones_flags(meshes)))
+        variants.append(("all-1", all_ones_flags(meshes) + sflags))
+    if sflags:
+        variants.append(("searched", []))
     outputs = {}
     for vname, flags in variants:
         vdir = os.path.join(tdir, vname)

@@ -352,6 +352,10 @@ private:
     bool choice_pending_ = false;
     double pending_gather_cost_ = 0;
     void settle_choices();
+    /// A decision point of the plan (docs/architecture.md, "Whole-function plan search"):
+    /// alternative 0 is the locally cheapest, the others are tried by the search.
+    /// Returns the alternative this lowering takes.
+    int choose(Span span, int tag, int count);
     double* dry_cost_ = nullptr;  // set while costing a plan without emitting it
     Layout dry_layout_;
     double coercion_cost(ValueId v, int32_t mesh, const Layout& target);
@@ -402,6 +406,33 @@ public:
     std::set<std::pair<std::string, SpanKey>> gather_hints_;
     /// Vars (by declaration) whose layout follows a later assignment: (mesh, layout).
     std::map<SpanKey, std::pair<int32_t, Layout>> var_hints_;
+
+    // Whole-function plan search (inferer.cpp, search_plan()): each lowering logs its
+    // decision points; the search lowers the function again with other alternatives
+    // (plan_hints_) and keeps a change when the function's collectives cost less.
+    using ChoiceKey = std::tuple<std::string, SpanKey, int>;
+    struct ChoicePoint {
+        ChoiceKey key;
+        int count = 0;
+        int chosen = 0;
+    };
+    std::map<ChoiceKey, int> plan_hints_;
+    std::vector<ChoicePoint>* choice_log_ = nullptr;  // the instance being lowered
+    int probing_ = 0;                                 // no search while probing
+    // What each instance was lowered from, and its decision points (by function index).
+    struct InstanceSource {
+        const Item* fn = nullptr;
+        size_t module_index = 0;
+        Binding binding;
+        std::vector<ChoicePoint> log;
+    };
+    std::map<int32_t, InstanceSource> instance_sources_;
+    /// Lowers `fn` into `f` (again after a Retry), logging its decision points.
+    bool lower_instance(const Item& fn, size_t module_index, const Binding& binding, ir::Function& f,
+                        std::vector<ChoicePoint>& log, size_t diagnostics_before);
+    /// The search over every instance that is not differentiated, once all are lowered.
+    void search_plans();
+    void search_plan(int32_t index, InstanceSource& source);
 };
 
 }  // namespace meshc::sema::check

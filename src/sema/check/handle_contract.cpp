@@ -144,11 +144,18 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
         };
         // gather_both: a contracted index split differently on the two sides is gathered
         // on both (no pending sum), instead of one side following the other.
-        auto make_plan = [&](bool a_leads, bool gather_later, bool gather_both) {
+        auto make_plan = [&](bool a_leads, bool gather_later, bool gather_both, bool gather_contracted = false) {
             Plan pl{type(a).layout, type(b).layout};
             for (auto [c, n] : size) {
                 auto sa = axes_of(a, ia, c), sb = axes_of(b, ib, c);
                 bool in_a = ia.find(c) != std::string::npos, in_b = ib.find(c) != std::string::npos;
+                if (gather_contracted && io.find(c) == std::string::npos && (!sa.empty() || !sb.empty())) {
+                    // Every contracted split gathered on both sides: no pending sum at all.
+                    if (in_a) pl.want_a.dims[ia.find(c)].clear();
+                    if (in_b) pl.want_b.dims[ib.find(c)].clear();
+                    pl.conflict = true;
+                    continue;
+                }
                 if (!in_a || !in_b || sa == sb) continue;
                 bool contracted = io.find(c) == std::string::npos;
                 if (contracted && (sa.empty() || sb.empty())) {
@@ -244,18 +251,32 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             }
             return cost;
         };
-        Plan chosen = make_plan(true, true, false);
-        double best = chosen.conflict ? plan_cost(chosen) : 0;
-        for (auto [a_leads, later, both] : {std::tuple{true, false, false}, std::tuple{false, true, false},
-                                           std::tuple{false, false, false}, std::tuple{true, true, true}}) {
-            if (!chosen.conflict) break;  // nothing to choose
-            Plan candidate = make_plan(a_leads, later, both);
-            double cost = plan_cost(candidate);
-            if (cost < best) {
-                best = cost;
-                chosen = std::move(candidate);
+        // Alternative 0 is the locally cheapest of the plans above; the whole-function
+        // search (choose()) may take another, or the plan that gathers every contracted
+        // split (a pending sum completed on the result can cost more than the gathers).
+        std::vector<Plan> plans{make_plan(true, true, false)};
+        if (plans[0].conflict) {
+            double best = plan_cost(plans[0]);
+            size_t best_at = 0;
+            for (auto [a_leads, later, both] : {std::tuple{true, false, false}, std::tuple{false, true, false},
+                                               std::tuple{false, false, false}, std::tuple{true, true, true}}) {
+                plans.push_back(make_plan(a_leads, later, both));
+                double cost = plan_cost(plans.back());
+                if (cost < best) {
+                    best = cost;
+                    best_at = plans.size() - 1;
+                }
             }
+            std::swap(plans[0], plans[best_at]);
         }
+        plans.push_back(make_plan(true, true, false, true));
+        std::vector<Plan> distinct;
+        for (Plan& pl : plans) {
+            bool dup = false;
+            for (const Plan& d : distinct) dup |= d.want_a == pl.want_a && d.want_b == pl.want_b;
+            if (!dup) distinct.push_back(std::move(pl));
+        }
+        Plan chosen = std::move(distinct[static_cast<size_t>(choose(span, 1, static_cast<int>(distinct.size())))]);
         if (chosen.pending_choice) {
             pending_gather_cost_ += chosen.pending_gather;
             choice_pending_ = true;
@@ -321,6 +342,21 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
     dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
     if (kind == ir::ReduceKind::Max && type(x).layout.partial) {
         x = reduce_partial(x, type(x).layout.partial, span, "`max_over` needs the summed value");
+    }
+    // Reduced dims that are split: reduce the pieces and leave a pending sum (alternative
+    // 0), or gather those dims first (the whole-function search's alternative 1: a small
+    // operand gathered can cost less than completing the result, or its sum twice).
+    if (const Mesh* m = in_.module_.mesh(type(x).mesh); m && !dry_cost_) {
+        Layout gathered = type(x).layout;
+        AxisSet moved = 0;
+        for (int64_t d : dims) {
+            if (d < 0 || static_cast<size_t>(d) >= gathered.dims.size()) continue;
+            for (uint8_t a : gathered.dims[static_cast<size_t>(d)]) moved |= sema::axis_bit(a);
+            gathered.dims[static_cast<size_t>(d)].clear();
+        }
+        if (m->group_size(moved) > 1 && choose(span, 2, 2) == 1) {
+            x = plan_coercion(x, type(x).mesh, gathered, span, "the reduced dims are gathered first", true);
+        }
     }
     const TensorType& xt = type(x);
     TensorType r;

@@ -242,7 +242,15 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 best_leader = cand;
             }
         }
-        leader = best_leader;
+        // The whole-function search may take another operand as the leader (choose()).
+        std::vector<ValueId> leaders{best_leader};
+        for (ValueId cand : operands) {
+            if (flexible_[cand] || type(cand).mesh < 0 || type(cand).rank() == 0) continue;
+            bool dup = false;
+            for (ValueId l : leaders) dup |= type(l).layout == type(cand).layout && type(l).rank() == type(cand).rank();
+            if (!dup) leaders.push_back(cand);
+        }
+        leader = leaders[static_cast<size_t>(choose(span, 3, static_cast<int>(leaders.size())))];
         // The leader's splits, aligned to the result; others are sliced (free) or coerced.
         const TensorType& lt = type(leader);
         size_t loff = rank - lt.rank();

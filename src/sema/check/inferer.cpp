@@ -1,6 +1,10 @@
 // The checker's driver: one instance of each function per binding of its sizes and
 // meshes, probes of generic functions nothing instantiates, and infer_program().
 #include "sema/check/context.h"
+#include "sema/explain.h"
+
+#include <algorithm>
+#include <optional>
 
 namespace meshc::sema::check {
 
@@ -21,6 +25,7 @@ ir::Module Inferer::run() {
             instantiate(*item, 0, Binding{}, item->name.span);
         }
     }
+    if (options_.plan_search > 0) search_plans();
     for (const Item* item : root.items) {
         if (item->kind == ItemKind::Fn && !instantiated(*item)) probe(*item);
     }
@@ -174,7 +179,9 @@ void Inferer::probe(const Item& fn) {
     size_t functions_before = module_.functions.size();
     size_t args_before = module_.args.size();  // a probe's `arg`s are not the program's
     auto instances_before = instances_;
+    ++probing_;
     instantiate(fn, 0, b, fn.name.span);
+    --probing_;
     diags_ = real;
     module_.functions.resize(functions_before);
     module_.args.resize(args_before);
@@ -259,9 +266,29 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
     f.span = fn.name.span;
     for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
     for (const auto& [n, m] : binding.meshes) f.mesh_instance[std::string(n)] = module_.meshes[static_cast<size_t>(m)].name;
-    bool ok = true;
     size_t diagnostics_before = diags_->diagnostics().size();
+    std::vector<ChoicePoint> log;
+    bool ok = lower_instance(fn, module_index, binding, f, log, diagnostics_before);
+    if (ok && !probing_) instance_sources_[index] = InstanceSource{&fn, module_index, binding, std::move(log)};
+    active_.erase(&fn);
+    for (size_t i = diagnostics_before; i < diags_->diagnostics().size() && !f.has_errors; ++i)
+        f.has_errors = diags_->diagnostics()[i].severity == Severity::Error;
+    module_.functions[index] = std::move(f);
+    point_at_call(fn, binding, call_site, diagnostics_before);
+    if (!ok) {
+        failed_.insert(index);
+        return -1;
+    }
+    return index;
+}
+
+bool Inferer::lower_instance(const Item& fn, size_t module_index, const Binding& binding, ir::Function& f,
+                             std::vector<ChoicePoint>& log, size_t diagnostics_before) {
+    std::vector<ChoicePoint>* outer = choice_log_;
+    choice_log_ = &log;
+    bool ok = true;
     for (int attempt = 0;; ++attempt) {
+        log.clear();
         try {
             FunctionBuilder builder(*this, f, fn, module_index, binding);
             builder.lower_body();
@@ -281,16 +308,173 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
         }
         break;
     }
-    active_.erase(&fn);
-    for (size_t i = diagnostics_before; i < diags_->diagnostics().size() && !f.has_errors; ++i)
-        f.has_errors = diags_->diagnostics()[i].severity == Severity::Error;
-    module_.functions[index] = std::move(f);
-    point_at_call(fn, binding, call_site, diagnostics_before);
-    if (!ok) {
-        failed_.insert(index);
-        return -1;
+    choice_log_ = outer;
+    return ok;
+}
+
+// The whole-function plan search. The checker decides a value's plan where the value is
+// made, costing what it can see there (the operands' conversions, the type the value is
+// wanted in when that is known). A decision that looks cheapest there can cost more
+// later: a pending sum completed on a scalar where gathering a small operand first would
+// have been cheaper, an operand that leads an element-wise op whose result another op
+// wants laid out like the other operand. Each lowering logs its decision points (choose());
+// the search then lowers the function again, one point at a time, with each other
+// alternative, and keeps a change when the function's collectives (costed like `meshc
+// explain`, loops counted by their trip counts) cost strictly less: coordinate descent
+// over the decision points, from the local choices, bounded by options_.plan_search
+// lowerings and by the ops those lowerings make. A lowering with errors never wins. At the
+// end the function is lowered once more with the best alternatives (the lowering is
+// deterministic), so its GIR, diagnostics and hints are those of the plan kept.
+//
+// Functions instantiated for `grad` (and what they call) keep the local choices: their
+// backward pass is made later from this GIR, and combine_collectives then merges the
+// loss's scalar all_reduce into the gradients' one, so the forward's cost here would
+// mislead (on the GPT's ZeRO-3 step the search made the forward cheaper and the whole
+// step dearer, 1.380 to 1.413 ms modelled).
+void Inferer::search_plans() {
+    // The instances `grad` differentiates, and everything they call.
+    std::set<int32_t> differentiated;
+    std::vector<int32_t> todo;
+    for (const ir::Function& g : module_.functions) {
+        ir::for_each_op(g.ops, [&](const ir::Op& op) {
+            if (op.kind == ir::OpKind::Grad && op.callee >= 0) todo.push_back(op.callee);
+        });
     }
-    return index;
+    while (!todo.empty()) {
+        int32_t i = todo.back();
+        todo.pop_back();
+        if (i < 0 || static_cast<size_t>(i) >= module_.functions.size() || !differentiated.insert(i).second) continue;
+        ir::for_each_op(module_.functions[static_cast<size_t>(i)].ops, [&](const ir::Op& op) {
+            if ((op.kind == ir::OpKind::Call || op.kind == ir::OpKind::Grad) && op.callee >= 0) todo.push_back(op.callee);
+        });
+    }
+    for (auto& [index, source] : instance_sources_) {
+        if (static_cast<size_t>(index) >= module_.functions.size() || failed_.count(index) || differentiated.count(index)) continue;
+        if (module_.functions[static_cast<size_t>(index)].has_errors) continue;
+        search_plan(index, source);
+    }
+}
+
+// The whole-function plan search. The checker decides a value's plan where the value is
+// made, costing what it can see there (the operands' conversions, the type the value is
+// wanted in when that is known). A decision that looks cheapest there can cost more
+// later: a pending sum completed on a scalar where gathering a small operand first would
+// have been cheaper, an operand that leads an element-wise op whose result another op
+// wants laid out like the other operand. Each lowering logs its decision points (choose());
+// once every instance is lowered, the search lowers each one again, one point at a time,
+// with each other alternative, and keeps a change when the function's collectives (costed
+// like `meshc explain`, loops counted by their trip counts) cost strictly less: coordinate
+// descent over the decision points, from the local choices, bounded by
+// options_.plan_search lowerings and by the ops those lowerings make. A lowering with
+// errors, or one that changes the function's result types (its callers are lowered
+// already), never wins. At the end the function is lowered once more with the best
+// alternatives (the lowering is deterministic), so its GIR and hints are those of the plan
+// kept; the diagnostics of the trials and of that last lowering are dropped (the first
+// lowering reported them).
+//
+// Instances `grad` differentiates (and what they call) keep the local choices: their
+// backward pass is made later from this GIR, and combine_collectives then merges the
+// loss's scalar all_reduce into the gradients' one, so the forward's cost here would
+// mislead (on the GPT's ZeRO-3 step the search made the forward cheaper and the whole
+// step dearer, 1.380 to 1.413 ms modelled).
+void Inferer::search_plan(int32_t index, InstanceSource& source) {
+    const std::vector<ChoicePoint>& log = source.log;
+    if (std::none_of(log.begin(), log.end(), [](const ChoicePoint& c) { return c.count > 1; })) return;
+    // (A trial may instantiate a callee, which grows module_.functions: no reference into
+    // it is held across a lowering.)
+    const ir::Function& f = module_.functions[static_cast<size_t>(index)];
+    ir::Function head;
+    head.name = f.name;
+    head.span = f.span;
+    head.instance = f.instance;
+    head.mesh_instance = f.mesh_instance;
+    const size_t diagnostics_before = diags_->diagnostics().size();
+    auto clean = [&] {
+        for (size_t i = diagnostics_before; i < diags_->diagnostics().size(); ++i) {
+            if (diags_->diagnostics()[i].severity == Severity::Error) return false;
+        }
+        return true;
+    };
+    size_t ops = 0;
+    ir::for_each_op(f.ops, [&](const ir::Op&) { ++ops; });
+    // A lowering of a big function costs in proportion to its ops: at most about 200,000
+    // ops lowered by the search per instance.
+    int budget = static_cast<int>(
+        std::min<size_t>(static_cast<size_t>(options_.plan_search), 200000 / std::max<size_t>(1, ops)));
+    auto cost_of = [&](const ir::Function& g) { return function_totals(module_, g).seconds; };
+    auto result_types = [](const ir::Function& g) {
+        std::vector<ir::TensorType> out;
+        for (ir::ValueId v : g.results) out.push_back(g.types[v]);
+        return out;
+    };
+    const std::vector<ir::TensorType> results = result_types(f);
+    auto fresh = [&] { return head; };
+    double best = cost_of(f);
+    std::vector<ChoicePoint> points = log;
+    auto saved_gather = gather_hints_;
+    auto saved_var = var_hints_;
+    bool changed = false;
+    for (size_t i = 0; i < points.size() && budget > 0 && best > 0; ++i) {
+        if (points[i].count <= 1) continue;
+        // A point met again (a span lowered twice) is decided once.
+        bool seen = false;
+        for (size_t k = 0; k < i; ++k) seen |= points[k].key == points[i].key;
+        if (seen) continue;
+        int current = points[i].chosen;
+        for (int alt = 0; alt < points[i].count && budget > 0; ++alt) {
+            if (alt == current) continue;
+            --budget;
+            auto old_hint = plan_hints_.find(points[i].key);
+            std::optional<int> previous;
+            if (old_hint != plan_hints_.end()) previous = old_hint->second;
+            plan_hints_[points[i].key] = alt;
+            ir::Function trial = fresh();
+            std::vector<ChoicePoint> trial_log;
+            active_.insert(source.fn);
+            bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, trial_log,
+                                     diagnostics_before) &&
+                      clean() && result_types(trial) == results;
+            active_.erase(source.fn);
+            double cost = ok ? cost_of(trial) : 0;
+            diags_->truncate(diagnostics_before);
+            if (ok && cost < best * (1 - 1e-9) - 1e-15) {
+                best = cost;
+                changed = true;
+                points = std::move(trial_log);  // later points may differ now
+                saved_gather = gather_hints_;
+                saved_var = var_hints_;
+                break;
+            }
+            if (previous) {
+                plan_hints_[points[i].key] = *previous;
+            } else {
+                plan_hints_.erase(points[i].key);
+            }
+            gather_hints_ = saved_gather;
+            var_hints_ = saved_var;
+        }
+    }
+    if (!changed) return;
+    // The plan kept, lowered again (deterministic: the same GIR as its trial).
+    ir::Function kept = fresh();
+    std::vector<ChoicePoint> kept_log;
+    active_.insert(source.fn);
+    bool ok = lower_instance(*source.fn, source.module_index, source.binding, kept, kept_log, diagnostics_before) && clean();
+    active_.erase(source.fn);
+    diags_->truncate(diagnostics_before);
+    if (!ok) return;
+    kept.has_errors = false;
+    module_.functions[static_cast<size_t>(index)] = std::move(kept);
+    source.log = std::move(kept_log);
+}
+
+int FunctionBuilder::choose(Span span, int tag, int count) {
+    if (count <= 1 || dry_cost_ || !in_.choice_log_) return 0;
+    Inferer::ChoiceKey key{ir::function_label(f_), key_of(span), tag};
+    int pick = 0;
+    if (auto it = in_.plan_hints_.find(key); it != in_.plan_hints_.end() && it->second < count) pick = it->second;
+    in_.choice_log_->push_back({std::move(key), count, pick});
+    return pick;
 }
 
 }  // namespace meshc::sema::check
