@@ -907,7 +907,7 @@ TEST_CASE("the checker's plan is the cheapest on small straight-line programs", 
     // (the planner's known gaps; lower it when the planner improves).
     constexpr size_t kDefaultPrograms = 150;
     constexpr uint64_t kDefaultSeed = 1;
-    constexpr size_t kCeilingNotMinimal = 62;  // of 142 checked (seed 1): 100 before stop 10, 99 after it, 97 after multi-axis all_to_all moves and gathering both contraction operands, 82 with shortest-path coercions, 62 with the whole-function plan search
+    constexpr size_t kCeilingNotMinimal = 59;  // of 142 checked (seed 1): 100 before stop 10, 99 after it, 97 after multi-axis all_to_all moves and gathering both contraction operands, 82 with shortest-path coercions, 59 with the whole-function plan search
     const bool custom = std::getenv("MESHC_PLAN_PROGRAMS") || std::getenv("MESHC_PLAN_SEED");
     size_t programs = env_size("MESHC_PLAN_PROGRAMS", kDefaultPrograms);
     uint64_t seed = env_size("MESHC_PLAN_SEED", kDefaultSeed);

@@ -144,6 +144,8 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                     pending.layout.partial |= partial;
                     if (now < coercion_cost_from(pending, expected_->layout)) keep = false;
                 }
+                // The whole-function search may take the other way (choose()).
+                if (choose(span, 4, 2) == 1) keep = !keep;
             } else if ((ew == ir::Ew::Mul || (ew == ir::Ew::Div && dtype && is_float(*dtype))) && operands.size() == 2) {
                 // (Integer `/` floors: it does not distribute over the pending sum.)
                 // `a * s` (and `a / s`) keeps a's pending sum when s is not pending: of the
@@ -179,9 +181,50 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 }
             }
             if (!keep) {
+                // Completing one pending operand of the result's shape: an all_reduce
+                // (alternative 0), or a reduce_scatter into the layout the result is wanted
+                // in, or onto one of its dims (the whole-function search's alternatives: the
+                // op then works on pieces, as a later slice would have made them).
+                std::vector<Layout> targets;
+                int pending_operands = 0;
+                for (ValueId o : operands) pending_operands += type(o).layout.partial ? 1 : 0;
+                const Mesh* m = in_.module_.mesh(mesh);
+                for (ValueId o : operands) {
+                    const TensorType& ot = type(o);
+                    if (!ot.layout.partial || pending_operands != 1 || ot.shape != shape || !m || dry_cost_) continue;
+                    auto add_target = [&](Layout l) {
+                        l.partial = 0;
+                        for (size_t d = 0; d < l.dims.size(); ++d) {
+                            if (l.dims[d].empty()) continue;
+                            AxisSet g = 0;
+                            for (uint8_t a : l.dims[d]) g |= sema::axis_bit(a);
+                            if (shape[d] % m->group_size(g) != 0) return;
+                        }
+                        Layout whole = ot.layout;
+                        whole.partial = 0;
+                        if (l == whole || std::find(targets.begin(), targets.end(), l) != targets.end()) return;
+                        targets.push_back(std::move(l));
+                    };
+                    if (expected_ && expected_->mesh == mesh && key_of(expected_span_) == key_of(span) &&
+                        expected_->shape == shape && !expected_->layout.partial) {
+                        add_target(expected_->layout);
+                    }
+                    for (size_t d = 0; d < ot.rank(); ++d) {
+                        Layout l = ot.layout;
+                        for (uint8_t a = 0; a < 64; ++a) {
+                            if (ot.layout.partial & sema::axis_bit(a)) l.dims[d].push_back(a);
+                        }
+                        add_target(std::move(l));
+                    }
+                }
+                int pick = targets.empty() ? 0 : choose(span, 6, 1 + static_cast<int>(targets.size()));
                 for (ValueId& o : operands) {
-                    o = reduce_partial(o, type(o).layout.partial, span,
-                                       fmt::format("`{}` needs the summed value", ir::ew_name(ew)));
+                    std::string why = fmt::format("`{}` needs the summed value", ir::ew_name(ew));
+                    if (pick > 0 && type(o).layout.partial) {
+                        o = plan_coercion(o, mesh, targets[static_cast<size_t>(pick - 1)], span, why, true);
+                    } else {
+                        o = reduce_partial(o, type(o).layout.partial, span, why);
+                    }
                 }
                 partial = 0;
             }
@@ -304,7 +347,18 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                 }
                 pending.layout.partial = partial;
                 keep_pending = coercion_cost_from(pending, expected_->layout) < reduce_now;
-                if (keep_pending) result = pending.layout;
+            }
+            // For `+`/`-` the whole-function search may take the other way (choose()).
+            if (is_linear(ew) && choose(span, 5, 2) == 1) keep_pending = !keep_pending;
+            if (keep_pending) {
+                // The split operands' axes in `conflict` become pending too (free).
+                for (auto& axes : result.dims) {
+                    AxisList kept;
+                    for (uint8_t a : axes) {
+                        if (!(conflict & sema::axis_bit(a))) kept.push_back(a);
+                    }
+                    axes = kept;
+                }
             }
             if (!keep_pending) {
                 for (ValueId& o : operands) {

@@ -397,10 +397,10 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     };
     size_t ops = 0;
     ir::for_each_op(f.ops, [&](const ir::Op&) { ++ops; });
-    // A lowering of a big function costs in proportion to its ops: at most about 200,000
+    // A lowering of a big function costs in proportion to its ops: at most about 20,000
     // ops lowered by the search per instance.
     int budget = static_cast<int>(
-        std::min<size_t>(static_cast<size_t>(options_.plan_search), 200000 / std::max<size_t>(1, ops)));
+        std::min<size_t>(static_cast<size_t>(options_.plan_search), 20000 / std::max<size_t>(1, ops)));
     auto cost_of = [&](const ir::Function& g) { return function_totals(module_, g).seconds; };
     auto result_types = [](const ir::Function& g) {
         std::vector<ir::TensorType> out;
@@ -414,44 +414,55 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     auto saved_gather = gather_hints_;
     auto saved_var = var_hints_;
     bool changed = false;
-    for (size_t i = 0; i < points.size() && budget > 0 && best > 0; ++i) {
-        if (points[i].count <= 1) continue;
-        // A point met again (a span lowered twice) is decided once.
-        bool seen = false;
-        for (size_t k = 0; k < i; ++k) seen |= points[k].key == points[i].key;
-        if (seen) continue;
-        int current = points[i].chosen;
-        for (int alt = 0; alt < points[i].count && budget > 0; ++alt) {
-            if (alt == current) continue;
-            --budget;
-            auto old_hint = plan_hints_.find(points[i].key);
+    // Passes over the decision points until one changes nothing; at each point every other
+    // alternative is tried and the cheapest kept.
+    for (bool improved = true; improved && budget > 0 && best > 0;) {
+        improved = false;
+        std::set<ChoiceKey> done;  // a point met again (a span lowered twice) is decided once
+        for (size_t i = 0; i < points.size() && budget > 0 && best > 0; ++i) {
+            if (points[i].count <= 1 || !done.insert(points[i].key).second) continue;
+            const ChoiceKey key = points[i].key;
+            const int count = points[i].count, current = points[i].chosen;
             std::optional<int> previous;
-            if (old_hint != plan_hints_.end()) previous = old_hint->second;
-            plan_hints_[points[i].key] = alt;
-            ir::Function trial = fresh();
-            std::vector<ChoicePoint> trial_log;
-            active_.insert(source.fn);
-            bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, trial_log,
-                                     diagnostics_before) &&
-                      clean() && result_types(trial) == results;
-            active_.erase(source.fn);
-            double cost = ok ? cost_of(trial) : 0;
-            diags_->truncate(diagnostics_before);
-            if (ok && cost < best * (1 - 1e-9) - 1e-15) {
-                best = cost;
-                changed = true;
-                points = std::move(trial_log);  // later points may differ now
-                saved_gather = gather_hints_;
-                saved_var = var_hints_;
-                break;
+            if (auto it = plan_hints_.find(key); it != plan_hints_.end()) previous = it->second;
+            int best_alt = -1;
+            std::vector<ChoicePoint> best_log;
+            auto best_gather = saved_gather;
+            auto best_var = saved_var;
+            for (int alt = 0; alt < count && budget > 0; ++alt) {
+                if (alt == current) continue;
+                --budget;
+                plan_hints_[key] = alt;
+                ir::Function trial = fresh();
+                std::vector<ChoicePoint> trial_log;
+                active_.insert(source.fn);
+                bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, trial_log,
+                                         diagnostics_before) &&
+                          clean() && result_types(trial) == results;
+                active_.erase(source.fn);
+                double cost = ok ? cost_of(trial) : 0;
+                diags_->truncate(diagnostics_before);
+                if (ok && cost < best * (1 - 1e-9) - 1e-15) {
+                    best = cost;
+                    best_alt = alt;
+                    best_log = std::move(trial_log);
+                    best_gather = gather_hints_;
+                    best_var = var_hints_;
+                }
+                gather_hints_ = saved_gather;
+                var_hints_ = saved_var;
             }
-            if (previous) {
-                plan_hints_[points[i].key] = *previous;
+            if (best_alt >= 0) {
+                plan_hints_[key] = best_alt;
+                points = std::move(best_log);  // later points may differ now
+                saved_gather = gather_hints_ = std::move(best_gather);
+                saved_var = var_hints_ = std::move(best_var);
+                improved = changed = true;
+            } else if (previous) {
+                plan_hints_[key] = *previous;
             } else {
-                plan_hints_.erase(points[i].key);
+                plan_hints_.erase(key);
             }
-            gather_hints_ = saved_gather;
-            var_hints_ = saved_var;
         }
     }
     if (!changed) return;
