@@ -853,7 +853,11 @@ CheckerPlan run_checker(const std::string& text) {
     program.modules.push_back(syntax::parse_file(sm, file, diags));
     sema::resolve_program(sm, program, diags);
     ir::Module gir;
-    if (!diags.has_errors()) gir = sema::infer_program(sm, program, diags, {});
+    // MESHC_PLAN_SEARCH=N: the checker's --plan-search (0: the local plans, for the
+    // figures before the whole-function search).
+    sema::InferOptions options;
+    if (const char* v = std::getenv("MESHC_PLAN_SEARCH"); v && *v) options.plan_search = std::atoi(v);
+    if (!diags.has_errors()) gir = sema::infer_program(sm, program, diags, options);
     for (const Diagnostic& d : diags.diagnostics()) {
         out.errors += fmt::format("{} {}\n", diag_code_info(d.code).name, d.message);
     }
