@@ -175,6 +175,8 @@ void print_module(std::ostream& out, const SourceManager& sources, const Module&
 /// Checks invariants (operand/result types consistent, layouts valid); returns the
 /// problems found (empty when valid). A problem is a compiler bug, not a user error.
 std::vector<std::string> verify_module(const Module& module);
+/// The same for one function of `module` (which need not be in it yet).
+std::vector<std::string> verify_function(const Module& module, const Function& function);
 
 /// A function instance's name with its sizes: `mlp`, or `f[B = 8, D = 16]` for a generic one
 /// (used by the printer, the verifier's messages and `meshc explain`).

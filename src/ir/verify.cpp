@@ -732,6 +732,12 @@ private:
 
 }  // namespace
 
+std::vector<std::string> verify_function(const Module& module, const Function& function) {
+    std::vector<std::string> problems;
+    FunctionVerifier(module, function, problems).run();
+    return problems;
+}
+
 std::vector<std::string> verify_module(const Module& module) {
     std::vector<std::string> problems;
     for (const Mesh& mesh : module.meshes) {

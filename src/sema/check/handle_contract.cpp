@@ -270,6 +270,23 @@ ValueId FunctionBuilder::contract(std::string spec, ValueId a, ValueId b, Span s
             std::swap(plans[0], plans[best_at]);
         }
         plans.push_back(make_plan(true, true, false, true));
+        // One operand gathered whole and sliced (free) like the other on the indices they
+        // share: the other keeps its splits, and its pending sum, which no axis of the
+        // gathered one then meets.
+        for (int side = 0; side < 2; ++side) {
+            Plan pl{type(a).layout, type(b).layout};
+            Layout& whole = side == 0 ? pl.want_a : pl.want_b;
+            const Layout& kept = side == 0 ? pl.want_b : pl.want_a;
+            const std::string& iw = side == 0 ? ia : ib;
+            const std::string& ik = side == 0 ? ib : ia;
+            for (size_t d = 0; d < whole.dims.size(); ++d) {
+                auto p = ik.find(iw[d]);
+                whole.dims[d] = p == std::string::npos ? AxisList{} : kept.dims[p];
+            }
+            pl.used = kept.split_axes();
+            pl.conflict = true;
+            plans.push_back(std::move(pl));
+        }
         std::vector<Plan> distinct;
         for (Plan& pl : plans) {
             bool dup = false;

@@ -414,56 +414,89 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     auto saved_gather = gather_hints_;
     auto saved_var = var_hints_;
     bool changed = false;
-    // Passes over the decision points until one changes nothing; at each point every other
-    // alternative is tried and the cheapest kept.
-    for (bool improved = true; improved && budget > 0 && best > 0;) {
-        improved = false;
-        std::set<ChoiceKey> done;  // a point met again (a span lowered twice) is decided once
-        for (size_t i = 0; i < points.size() && budget > 0 && best > 0; ++i) {
-            if (points[i].count <= 1 || !done.insert(points[i].key).second) continue;
-            const ChoiceKey key = points[i].key;
-            const int count = points[i].count, current = points[i].chosen;
-            std::optional<int> previous;
-            if (auto it = plan_hints_.find(key); it != plan_hints_.end()) previous = it->second;
-            int best_alt = -1;
-            std::vector<ChoicePoint> best_log;
-            auto best_gather = saved_gather;
-            auto best_var = saved_var;
-            for (int alt = 0; alt < count && budget > 0; ++alt) {
-                if (alt == current) continue;
-                --budget;
-                plan_hints_[key] = alt;
-                ir::Function trial = fresh();
-                std::vector<ChoicePoint> trial_log;
-                active_.insert(source.fn);
-                bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, trial_log,
-                                         diagnostics_before) &&
-                          clean() && result_types(trial) == results;
-                active_.erase(source.fn);
-                double cost = ok ? cost_of(trial) : 0;
-                diags_->truncate(diagnostics_before);
-                if (ok && cost < best * (1 - 1e-9) - 1e-15) {
-                    best = cost;
-                    best_alt = alt;
-                    best_log = std::move(trial_log);
-                    best_gather = gather_hints_;
-                    best_var = var_hints_;
-                }
-                gather_hints_ = saved_gather;
-                var_hints_ = saved_var;
-            }
-            if (best_alt >= 0) {
-                plan_hints_[key] = best_alt;
-                points = std::move(best_log);  // later points may differ now
-                saved_gather = gather_hints_ = std::move(best_gather);
-                saved_var = var_hints_ = std::move(best_var);
-                improved = changed = true;
-            } else if (previous) {
-                plan_hints_[key] = *previous;
+    // One trial: the hints `moves` added to the kept ones, the function lowered again.
+    // Returns its cost (infinity when it failed), leaving its log and hints in `last_*`.
+    std::vector<ChoicePoint> last_log;
+    auto trial_cost = [&](const std::vector<std::pair<ChoiceKey, int>>& moves) {
+        --budget;
+        for (const auto& [key, alt] : moves) plan_hints_[key] = alt;
+        ir::Function trial = fresh();
+        last_log.clear();
+        active_.insert(source.fn);
+        bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, last_log,
+                                 diagnostics_before) &&
+                  clean() && result_types(trial) == results &&
+                  ir::verify_function(module_, trial).empty();  // a rule's gap never becomes the plan
+        active_.erase(source.fn);
+        diags_->truncate(diagnostics_before);
+        return ok ? cost_of(trial) : std::numeric_limits<double>::infinity();
+    };
+    auto cheaper = [&](double cost) { return cost < best * (1 - 1e-9) - 1e-15; };
+    // Undo a trial's hints (back to the kept ones).
+    auto undo = [&](const std::vector<std::pair<ChoiceKey, int>>& moves,
+                    const std::vector<std::optional<int>>& previous) {
+        for (size_t k = 0; k < moves.size(); ++k) {
+            if (previous[k]) {
+                plan_hints_[moves[k].first] = *previous[k];
             } else {
-                plan_hints_.erase(key);
+                plan_hints_.erase(moves[k].first);
             }
         }
+        gather_hints_ = saved_gather;
+        var_hints_ = saved_var;
+    };
+    auto previous_of = [&](const std::vector<std::pair<ChoiceKey, int>>& moves) {
+        std::vector<std::optional<int>> out;
+        for (const auto& m : moves) {
+            auto it = plan_hints_.find(m.first);
+            out.push_back(it == plan_hints_.end() ? std::nullopt : std::optional<int>(it->second));
+        }
+        return out;
+    };
+    auto distinct_points = [&] {
+        std::vector<ChoicePoint> out;  // a point met again (a span lowered twice) is decided once
+        std::set<ChoiceKey> seen;
+        for (const ChoicePoint& c : points) {
+            if (c.count > 1 && seen.insert(c.key).second) out.push_back(c);
+        }
+        return out;
+    };
+    // Passes over the decision points until one changes nothing: at each point every other
+    // alternative is tried and the cheapest kept. (Pairs of points changed together were
+    // tried too: on the plan-optimality programs they found nothing more, at many more
+    // lowerings.)
+    while (budget > 0 && best > 0) {
+        bool improved = false;
+        for (const ChoicePoint& point : distinct_points()) {
+            if (budget <= 0) break;
+            std::optional<std::pair<int, double>> found;
+            std::vector<ChoicePoint> found_log;
+            auto found_gather = saved_gather;
+            auto found_var = saved_var;
+            for (int alt = 0; alt < point.count && budget > 0; ++alt) {
+                if (alt == point.chosen) continue;
+                std::vector<std::pair<ChoiceKey, int>> moves{{point.key, alt}};
+                auto previous = previous_of(moves);
+                double cost = trial_cost(moves);
+                if (cheaper(cost) && (!found || cost < found->second)) {
+                    found = std::pair{alt, cost};
+                    found_log = last_log;
+                    found_gather = gather_hints_;
+                    found_var = var_hints_;
+                }
+                undo(moves, previous);
+            }
+            if (found) {
+                plan_hints_[point.key] = found->first;
+                best = found->second;
+                points = std::move(found_log);
+                saved_gather = gather_hints_ = std::move(found_gather);
+                saved_var = var_hints_ = std::move(found_var);
+                improved = changed = true;
+                break;  // the points may differ now: start the pass again
+            }
+        }
+        if (!improved) break;
     }
     if (!changed) return;
     // The plan kept, lowered again (deterministic: the same GIR as its trial).
