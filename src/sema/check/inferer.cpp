@@ -417,8 +417,14 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     // One trial: the hints `moves` added to the kept ones, the function lowered again.
     // Returns its cost (infinity when it failed), leaving its log and hints in `last_*`.
     std::vector<ChoicePoint> last_log;
+    // The search also stops after kFutile trials in a row that found nothing cheaper (on a
+    // long function whose local plan is already the best, the budget would otherwise go
+    // on re-lowering all of it).
+    constexpr int kFutile = 12;
+    int futile = 0;
     auto trial_cost = [&](const std::vector<std::pair<ChoiceKey, int>>& moves) {
         --budget;
+        if (++futile >= kFutile) budget = 0;
         for (const auto& [key, alt] : moves) plan_hints_[key] = alt;
         ir::Function trial = fresh();
         last_log.clear();
@@ -467,8 +473,14 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     // lowerings.)
     while (budget > 0 && best > 0) {
         bool improved = false;
-        for (const ChoicePoint& point : distinct_points()) {
+        std::vector<ChoicePoint> pass = distinct_points();
+        for (const ChoicePoint& planned : pass) {
             if (budget <= 0) break;
+            // The point as the kept plan now has it (an earlier change may have removed it).
+            auto now = std::find_if(points.begin(), points.end(),
+                                    [&](const ChoicePoint& c) { return c.key == planned.key; });
+            if (now == points.end() || now->count <= 1) continue;
+            const ChoicePoint point = *now;
             std::optional<std::pair<int, double>> found;
             std::vector<ChoicePoint> found_log;
             auto found_gather = saved_gather;
@@ -487,13 +499,13 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
                 undo(moves, previous);
             }
             if (found) {
+                futile = 0;
                 plan_hints_[point.key] = found->first;
                 best = found->second;
                 points = std::move(found_log);
                 saved_gather = gather_hints_ = std::move(found_gather);
                 saved_var = var_hints_ = std::move(found_var);
                 improved = changed = true;
-                break;  // the points may differ now: start the pass again
             }
         }
         if (!improved) break;
