@@ -428,6 +428,13 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
         for (const auto& [key, alt] : moves) plan_hints_[key] = alt;
         ir::Function trial = fresh();
         last_log.clear();
+        // A trial may instantiate a callee anew (a `with _` parameter given another
+        // layout): those instances are dropped after it, so that a rejected trial leaves
+        // no function behind (one with errors whose diagnostics are gone, say); the final
+        // lowering of the kept plan instantiates them again.
+        const size_t functions_before = module_.functions.size();
+        auto instances_before = instances_;
+        auto failed_before = failed_;
         active_.insert(source.fn);
         bool ok = lower_instance(*source.fn, source.module_index, source.binding, trial, last_log,
                                  diagnostics_before) &&
@@ -435,7 +442,13 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
                   ir::verify_function(module_, trial).empty();  // a rule's gap never becomes the plan
         active_.erase(source.fn);
         diags_->truncate(diagnostics_before);
-        return ok ? cost_of(trial) : std::numeric_limits<double>::infinity();
+        double cost = ok ? cost_of(trial) : std::numeric_limits<double>::infinity();
+        module_.functions.resize(functions_before);
+        instances_ = std::move(instances_before);
+        failed_ = std::move(failed_before);
+        instance_sources_.erase(instance_sources_.lower_bound(static_cast<int32_t>(functions_before)),
+                                instance_sources_.end());
+        return cost;
     };
     auto cheaper = [&](double cost) { return cost < best * (1 - 1e-9) - 1e-15; };
     // Undo a trial's hints (back to the kept ones).
