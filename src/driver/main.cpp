@@ -2,6 +2,7 @@
 // straight-line function per sub-command, renders the diagnostics bundle once.
 // Exit status: 0 clean, 1 user errors, 2 usage or internal errors.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -35,6 +36,7 @@
 #include "sema/rebind.h"
 #include "spmd/spmd.h"
 #include "sema/infer.h"
+#include "sema/lint.h"
 #include "transform/autodiff.h"
 #include "transform/combine_collectives.h"
 #include "sema/loader.h"
@@ -42,7 +44,9 @@
 #include "sema/resolve.h"
 #include "support/diagnostics.h"
 #include "syntax/ast_printer.h"
+#include "syntax/lexer.h"
 #include "syntax/parser.h"
+#include "sema/device.h"
 
 namespace {
 
@@ -60,6 +64,10 @@ struct CheckOptions {
     bool syntax_only = false;
     bool strict_comm = false;
     int plan_search = 32;                // --plan-search: extra lowerings per function (0: off)
+    std::string device_model = "cpu";    // --device-model: a profile name or a JSON file
+    std::vector<std::string> deny;       // --deny W0001,...: these warnings are errors
+    int64_t memory = 0;                  // --memory: the per-device budget in bytes (0: none)
+    unsigned solver_budget_ms = 1500;    // --solver-budget: Z3 time of undecided goals per run
     bool stop_after_names = false;
     bool time_report = false;
     std::string emit;  // "", "ast", "gir-checked", "gir", ...
@@ -119,7 +127,14 @@ void render(const SourceManager& sources, const DiagnosticEngine& diags, ErrorFo
     // Of the diagnostics shown and not (sorted() drops repeats of one diagnostic).
     size_t errors = static_cast<size_t>(
         std::count_if(all.begin(), all.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; }));
-    if (errors > 0) std::cerr << fmt::format("meshc: {} error{} found\n", errors, errors == 1 ? "" : "s");
+    size_t warnings = static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [](const Diagnostic& d) { return d.severity == Severity::Warning; }));
+    if (errors > 0) {
+        std::cerr << fmt::format("meshc: {} error{} found\n", errors, errors == 1 ? "" : "s");
+    } else if (warnings > 0) {
+        std::cerr << fmt::format("meshc: {} warning{} (`--deny CODE` makes one an error)\n", warnings,
+                                 warnings == 1 ? "" : "s");
+    }
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -338,6 +353,9 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
         key += fmt::format("O{} s{} {} {} {}", options.opt_level, options.plan_search, fmt::join(options.meshes, ";"), MESHC_VERSION,
                            options.gpu ? options.gpu_arch : "host");
+        // The device model steers the plan search, so it is part of the build.
+        key += fmt::format(" d{{{} {} {} {} {} {} {}}}", options.device_model, gir.device.matmul_f64, gir.device.matmul_f32,
+                           gir.device.matmul_f16, gir.device.matmul_int, gir.device.vector_flops, gir.device.memory_bandwidth);
         key += codegen::toolchain_identity();
         std::string dir = cache_dir();
         if (!make_dirs(dir)) {
@@ -453,6 +471,12 @@ bool functions_with_errors(const sema::Program& program, const DiagnosticEngine&
 int run_check(const CheckOptions& options) {
     SourceManager sources;
     DiagnosticEngine diags;
+    for (const std::string& code : options.deny) {
+        for (DiagCode c : all_diag_codes()) {
+            const DiagCodeInfo& info = diag_code_info(c);
+            if (info.severity == Severity::Warning && (code == "warnings" || code == info.name)) diags.deny(c);
+        }
+    }
     PhaseTimer timer(options.time_report);
     sema::LoadOptions load{options.stdlib_dir};
     // `-` is standard input, read once and named `<stdin>` (imports are looked up in the
@@ -460,11 +484,18 @@ int run_check(const CheckOptions& options) {
     const std::string stdin_name = "<stdin>";
     std::map<std::string, std::string> stdin_overlay;
     if (std::find(options.files.begin(), options.files.end(), "-") != options.files.end()) {
-        std::ostringstream text;
-        text << std::cin.rdbuf();
+        // At most one byte past the source limit: the loader then reports E0111, and an
+        // endless standard input is not read to the end.
+        std::string text;
+        char chunk[1 << 16];
+        while (text.size() <= syntax::kMaxSourceBytes && std::cin) {
+            size_t want = std::min(sizeof chunk, syntax::kMaxSourceBytes + 1 - text.size());
+            std::cin.read(chunk, static_cast<std::streamsize>(want));
+            text.append(chunk, static_cast<size_t>(std::cin.gcount()));
+        }
         std::error_code ec;
         std::filesystem::path key = std::filesystem::weakly_canonical(stdin_name, ec);
-        stdin_overlay[ec ? stdin_name : key.string()] = text.str();
+        stdin_overlay[ec ? stdin_name : key.string()] = std::move(text);
         load.overlays = &stdin_overlay;
     }
     // `-o FILE` with a printed --emit form (not obj, which build writes itself): the form
@@ -520,11 +551,16 @@ int run_check(const CheckOptions& options) {
         if (options.stop_after_names) continue;
         std::set<const ast::Item*> with_errors;
         if (!functions_with_errors(program, diags, with_errors)) continue;
-        timer.run("refine", [&] { sema::check_refinements(sources, program, diags, &with_errors); });
+        timer.run("refine", [&] { sema::check_refinements(sources, program, diags, &with_errors, options.solver_budget_ms); });
         if (!functions_with_errors(program, diags, with_errors)) continue;
         sema::InferOptions infer_options;
         infer_options.strict_comm = options.strict_comm;
         infer_options.plan_search = options.plan_search;
+        {
+            std::optional<ir::DeviceModel> device = sema::device_model_of(options.device_model, diags);
+            if (!device) break;
+            infer_options.device = *device;
+        }
         infer_options.skip = &with_errors;
         auto gir_owner = timer.run("infer", [&] {
             return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
@@ -558,6 +594,12 @@ int run_check(const CheckOptions& options) {
         if (!problems.empty()) {
             for (const std::string& p : problems) std::cerr << "meshc: GIR verifier (after autodiff): " << p << "\n";
             internal_error("autodiff produced invalid GIR", __FILE__, __LINE__);
+        }
+        {
+            sema::LintOptions lint_options;
+            lint_options.memory_budget = options.memory;
+            timer.run("lint", [&] { sema::lint_module(sources, program, gir, diags, lint_options); });
+            if (diags.has_errors()) continue;
         }
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
         // `build --emit=gir|gir-checked` prints and stops, like the other forms.
@@ -648,6 +690,59 @@ void suggest_spelling(CLI::App& app, int argc, char** argv) {
     }
 }
 
+/// `--memory=BYTES`: an integer with an optional suffix k, M, G, T (powers of 1000) or
+/// KiB, MiB, GiB, TiB (powers of 1024).
+std::string parse_bytes(std::string text, int64_t& out) {
+    size_t digits = 0;
+    while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+    std::string number = text.substr(0, digits), suffix = text.substr(digits);
+    double value = 0;
+    try {
+        size_t used = 0;
+        value = number.empty() ? -1 : std::stod(number, &used);
+        if (used != number.size()) value = -1;
+    } catch (...) {
+        value = -1;
+    }
+    static const std::map<std::string, double> scale = {
+        {"", 1}, {"B", 1}, {"k", 1e3}, {"K", 1e3}, {"kB", 1e3}, {"M", 1e6}, {"MB", 1e6}, {"G", 1e9}, {"GB", 1e9},
+        {"T", 1e12}, {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    auto it = scale.find(suffix);
+    if (value <= 0 || it == scale.end() || value * it->second > 9.2e18) {
+        return "expected a positive size in bytes, e.g. 80GB, 512MiB or 1000000, found `" + text + "`";
+    }
+    out = static_cast<int64_t>(value * it->second);
+    return {};
+}
+
+/// The cost model's options, shared by check, explain, build and run.
+void add_cost_options(CLI::App* cmd, CheckOptions& opts) {
+    cmd->add_option("--device-model", opts.device_model,
+                    "The device the cost model's compute side assumes: cpu (default), h100, h200, or a JSON file "
+                    "(docs/cli.md, \"Device models\")");
+    cmd->add_option("--memory", opts.memory,
+                    "Per-device memory budget the program's peak must fit (E0709), e.g. 80GB or 512MiB")
+        ->transform([&opts](std::string text) {
+            int64_t bytes = 0;
+            std::string error = parse_bytes(text, bytes);
+            if (!error.empty()) throw CLI::ValidationError("--memory", error);
+            return std::to_string(bytes);
+        });
+    cmd->add_option("--solver-budget", opts.solver_budget_ms,
+                    "Milliseconds of solver time that undecided refinements may take in all (default 1500; each "
+                    "takes at most 1000; 0: no limit); past it the rest are reported as undecided at once")
+        ->check(CLI::Range(0u, 3600000u));
+    cmd->add_option("--deny", opts.deny, "Report a warning code (W0001, ...) as an error; `warnings`: every one")
+        ->delimiter(',')
+        ->check([](const std::string& code) {
+            if (code == "warnings") return std::string();
+            for (DiagCode c : all_diag_codes()) {
+                if (diag_code_info(c).severity == Severity::Warning && diag_code_info(c).name == code) return std::string();
+            }
+            return "no warning `" + code + "` (docs/diagnostics.md lists the W codes)";
+        });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -676,6 +771,7 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--plan-search", check.plan_search,
                           "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
         ->check(CLI::Range(0, 100000));
+    add_cost_options(check_cmd, check);
     check_cmd->add_flag("--strict-comm", check.strict_comm,
                         "Every communicating coercion the checker would insert is an error (E0406)");
     check_cmd->add_option("--error-format", error_format,
@@ -708,6 +804,7 @@ int main(int argc, char** argv) {
     explain_cmd->add_option("--plan-search", explain.plan_search,
                             "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
         ->check(CLI::Range(0, 100000));
+    add_cost_options(explain_cmd, explain);
     explain_cmd->add_flag("--strict-comm", explain.strict_comm,
                           "Every communicating coercion is an error (E0406)");
     explain_cmd->add_option("--error-format", explain_error_format, "Diagnostics as `human`, `json` or `short`")
@@ -745,6 +842,7 @@ int main(int argc, char** argv) {
                         "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:1,model:1")
             ->allow_extra_args(false);
         cmd->add_flag("--strict-comm", opts->strict_comm, "Every communicating coercion is an error (E0406)");
+        add_cost_options(cmd, *opts);
         cmd->add_option("--plan-search", opts->plan_search, "How many extra lowerings of each function the whole-function plan search may try (default 32; 0: each value's plan is chosen where it is made)")
             ->check(CLI::Range(0, 100000));
         cmd->add_option("--error-format", *format, "Diagnostics as `human`, `json` or `short`")

@@ -310,7 +310,14 @@ private:
     /// The op's name, attributes and operands: `contract "bd,dh->bh" %0, %1`.
     std::string body(const Function& f, const Op& op) const {
         std::string out(op_name(op.kind));
-        auto operands = [&] { return op.operands.empty() ? std::string() : " " + uses(op.operands); };
+        auto operands = [&] {
+            std::string text;  // appended, not `" " + ...` (GCC 12's -Wrestrict false positive at -O3)
+            if (!op.operands.empty()) {
+                text += ' ';
+                text += uses(op.operands);
+            }
+            return text;
+        };
         switch (op.kind) {
         case OpKind::Constant:
             out += " " + number(op.number) + operands();

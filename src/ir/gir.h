@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/device_model.h"
 #include "ir/layout.h"
 #include "support/dtype.h"
 #include "support/source_manager.h"
@@ -165,6 +166,8 @@ struct Module {
     std::vector<Mesh> meshes;
     std::vector<ProgramArg> args;  // indexed by the `ints[0]` of Arg ops and of Load/Save with an argument path
     std::vector<Function> functions;
+    /// The device every mesh position is, for compute costs (ir/compute_cost.h).
+    DeviceModel device;
     const Mesh* mesh(int32_t index) const { return index < 0 ? nullptr : &meshes[index]; }
 };
 

@@ -8,6 +8,7 @@
 #include "sema/infer.h"
 #include "sema/refine.h"
 #include "sema/resolve.h"
+#include "sema/lint.h"
 #include "transform/autodiff.h"
 #include "transform/combine_collectives.h"
 
@@ -50,6 +51,7 @@ std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::s
             ir::for_each_op(f.ops, [&](const ir::Op& op) { has_grad = has_grad || op.kind == ir::OpKind::Grad; });
         }
         if (!has_grad) {
+            sema::lint_module(a->sources, *a->program, *gir, a->diags, sema::LintOptions{});
             a->gir = std::move(gir);
             return a;
         }
@@ -58,6 +60,7 @@ std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::s
         ad_options.strict_comm = options.strict_comm;
         transform::autodiff(*derived, a->sources, a->diags, ad_options);
         if (!a->diags.has_errors()) transform::combine_collectives(*derived);
+        if (!a->diags.has_errors()) sema::lint_module(a->sources, *a->program, *derived, a->diags, sema::LintOptions{});
         a->gir = a->diags.has_errors() ? std::move(gir) : std::move(derived);
     } catch (const InternalError& e) {
         a->internal_error = e.message;

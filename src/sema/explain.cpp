@@ -2,6 +2,8 @@
 // form is the stable one (tools, tests), the text form is for people.
 #include "sema/explain.h"
 
+#include "ir/compute_cost.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <ostream>
 
 namespace meshc::sema {
@@ -171,11 +174,15 @@ ProgramFacts analyse_program(const ir::Module& module) {
     // Peak bytes of live tensors per device: a value lives from its op to its last use (in
     // its block; a use inside a nested block counts at the op holding that block); an op's
     // own peak adds its results and what runs inside it (a callee's peak, a region's).
+    facts.peak_parts.assign(n, MemoryBreakdown{});
     std::function<int64_t(size_t)> peak_of;
-    std::function<int64_t(const ir::Function&, const std::vector<ir::Op>&, const std::vector<ir::ValueId>&,
-                          const std::vector<ir::ValueId>&)>
+    // Per function: values made by forward ops that backward ops read (saved activations).
+    std::function<MemoryBreakdown(const ir::Function&, const std::vector<ir::Op>&, const std::vector<ir::ValueId>&,
+                                  const std::vector<ir::ValueId>&, const std::set<ir::ValueId>&,
+                                  const std::set<ir::ValueId>&)>
         block_peak = [&](const ir::Function& f, const std::vector<ir::Op>& ops, const std::vector<ir::ValueId>& args,
-                         const std::vector<ir::ValueId>& kept) -> int64_t {
+                         const std::vector<ir::ValueId>& kept, const std::set<ir::ValueId>& saved,
+                         const std::set<ir::ValueId>& state) -> MemoryBreakdown {
         std::map<ir::ValueId, size_t> last;
         std::map<ir::ValueId, size_t> def;
         for (ir::ValueId a : args) def[a] = 0;
@@ -190,26 +197,49 @@ ProgramFacts analyse_program(const ir::Module& module) {
             });
         }
         for (ir::ValueId v : kept) last[v] = ops.size();
-        int64_t peak = 0;
-        for (ir::ValueId a : args) peak += value_bytes(module, f, a);
+        auto add = [&](MemoryBreakdown& m, ir::ValueId v) {
+            int64_t b = value_bytes(module, f, v);
+            if (state.count(v)) m.state += b;
+            else if (saved.count(v)) m.saved += b;
+            else m.temporaries += b;
+        };
+        MemoryBreakdown peak;
+        for (ir::ValueId a : args) add(peak, a);
         for (size_t i = 0; i < ops.size(); ++i) {
-            int64_t live = 0;
+            MemoryBreakdown here;
             for (const auto& [v, d] : def) {
                 bool before = ops.empty() || d < i || (d == 0 && std::find(args.begin(), args.end(), v) != args.end());
                 auto l = last.find(v);
-                if (before && l != last.end() && l->second >= i) live += value_bytes(module, f, v);
+                if (before && l != last.end() && l->second >= i) add(here, v);
             }
-            int64_t here = 0;
-            for (ir::ValueId r : ops[i].results) here += value_bytes(module, f, r);
-            int64_t inner = 0;
+            for (ir::ValueId r : ops[i].results) add(here, r);
+            MemoryBreakdown inner;
             if (ops[i].kind == OpKind::Call && ops[i].callee >= 0 && static_cast<size_t>(ops[i].callee) < n) {
-                const ir::Function& callee = module.functions[static_cast<size_t>(ops[i].callee)];
+                size_t callee = static_cast<size_t>(ops[i].callee);
+                peak_of(callee);
+                // The callee's arguments are the caller's live operands, counted already:
+                // its peak less its parameters' bytes (taken from its state first).
+                inner = facts.peak_parts[callee];
                 int64_t params = 0;
-                for (ir::ValueId p : callee.params) params += value_bytes(module, callee, p);
-                inner = std::max<int64_t>(0, peak_of(static_cast<size_t>(ops[i].callee)) - params);
+                for (ir::ValueId p : module.functions[callee].params) params += value_bytes(module, module.functions[callee], p);
+                for (int64_t* part : {&inner.state, &inner.temporaries, &inner.saved}) {
+                    int64_t take = std::min(*part, params);
+                    *part -= take;
+                    params -= take;
+                }
             }
-            for (const ir::Region& r : ops[i].regions) inner = std::max(inner, block_peak(f, r.ops, r.args, r.yields));
-            peak = std::max(peak, live + here + inner);
+            for (const ir::Region& r : ops[i].regions) {
+                // A loop's carried values (its region's arguments after the index, and what
+                // it yields) are state: what persists from one iteration to the next.
+                std::set<ir::ValueId> inner_state = state;
+                if (ops[i].kind == OpKind::For) {
+                    for (size_t k = 1; k < r.args.size(); ++k) inner_state.insert(r.args[k]);
+                }
+                MemoryBreakdown b = block_peak(f, r.ops, r.args, r.yields, saved, inner_state);
+                if (b.total() > inner.total()) inner = b;
+            }
+            MemoryBreakdown at{here.state + inner.state, here.saved + inner.saved, here.temporaries + inner.temporaries};
+            if (at.total() > peak.total()) peak = at;
         }
         return peak;
     };
@@ -217,7 +247,21 @@ ProgramFacts analyse_program(const ir::Module& module) {
         if (facts.peak_bytes[fi] >= 0) return facts.peak_bytes[fi];
         facts.peak_bytes[fi] = 0;  // no recursion in GIR; a guard all the same
         const ir::Function& f = module.functions[fi];
-        facts.peak_bytes[fi] = block_peak(f, f.ops, f.params, f.results);
+        std::set<ir::ValueId> forward, saved, state(f.params.begin(), f.params.end());
+        if (!f.derived.empty()) {
+            ir::for_each_op(f.ops, [&](const ir::Op& op) {
+                if (!op.backward) forward.insert(op.results.begin(), op.results.end());
+            });
+            ir::for_each_op(f.ops, [&](const ir::Op& op) {
+                if (!op.backward) return;
+                for (ir::ValueId v : op.operands) {
+                    if (forward.count(v)) saved.insert(v);
+                }
+            });
+        }
+        MemoryBreakdown parts = block_peak(f, f.ops, f.params, f.results, saved, state);
+        facts.peak_parts[fi] = parts;
+        facts.peak_bytes[fi] = parts.total();
         return facts.peak_bytes[fi];
     };
     for (size_t i = 0; i < n; ++i) peak_of(i);
@@ -258,6 +302,10 @@ FunctionTotals function_totals(const ir::Module& module, const ir::Function& f) 
     FunctionTotals t;
     auto constants = constants_of(f);
     for_each_counted(f.ops, constants, 1, t.exact, [&](const ir::Op& op, double times) {
+        ir::ComputeCost compute = ir::op_compute_cost(module, f, op);
+        t.compute_seconds += times * compute.seconds;
+        t.flops += times * compute.flops;
+        t.compute_bytes += times * compute.bytes;
         auto info = collective_info(module, f, op);
         if (!info) return;
         t.collectives += times;
@@ -275,6 +323,28 @@ namespace {
 
 std::string count_text(double n) {
     return n == static_cast<double>(static_cast<int64_t>(n)) ? fmt::format("{}", static_cast<int64_t>(n)) : fmt::format("{:.2f}", n);
+}
+
+/// `PREFIX: 12.3 us = compute 2.3 us (… flops, … bytes touched per device on `cpu`) + communication 10.0 us`.
+std::string cost_line(std::string_view prefix, const FunctionTotals& t, const ir::DeviceModel& device) {
+    return fmt::format("{}: {}{} = compute {} ({} flops, {} bytes touched per device on `{}`) + communication {}\n", prefix,
+                       t.exact ? "" : "at least ", seconds(t.cost_seconds()), seconds(t.compute_seconds),
+                       count_text(t.flops), count_text(t.compute_bytes), device.name, seconds(t.seconds));
+}
+
+/// `PREFIX: N bytes per device = state A + saved for the backward pass B + temporaries C`.
+std::string memory_line(std::string_view prefix, const MemoryBreakdown& m) {
+    return fmt::format("{}: {} bytes per device = state {} + saved for backward {} + temporaries {}\n", prefix, m.total(),
+                       m.state, m.saved, m.temporaries);
+}
+
+nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
+    nlohmann::ordered_json j;
+    j["peak_bytes"] = m.total();
+    j["state_bytes"] = m.state;
+    j["saved_bytes"] = m.saved;
+    j["temporary_bytes"] = m.temporaries;
+    return j;
 }
 
 std::string runs_text(const ProgramFacts& facts, size_t index) {
@@ -334,6 +404,8 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
     out << fmt::format("  per run: {}{} collectives ({} backward), {:.0f} bytes sent per device, {}; peak live tensors {} bytes per device\n",
                        t.exact ? "" : "at least ", count_text(t.collectives), count_text(t.backward_collectives),
                        t.bytes_sent, seconds(t.seconds), facts.peak_bytes[index]);
+    out << cost_line("  cost per run", t, module.device);
+    out << memory_line("  memory at peak", facts.peak_parts[index]);
 }
 
 /// One run of main: every reached instance's totals times its runs.
@@ -347,6 +419,9 @@ FunctionTotals whole_program(const ir::Module& module, const ProgramFacts& facts
         p.bytes_sent += facts.runs[i] * t.bytes_sent;
         p.backward_bytes_sent += facts.runs[i] * t.backward_bytes_sent;
         p.seconds += facts.runs[i] * t.seconds;
+        p.compute_seconds += facts.runs[i] * t.compute_seconds;
+        p.flops += facts.runs[i] * t.flops;
+        p.compute_bytes += facts.runs[i] * t.compute_bytes;
         p.exact = p.exact && t.exact && facts.exact[i];
     }
     return p;
@@ -359,6 +434,8 @@ void program_totals(std::ostream& out, const ir::Module& module, const ProgramFa
                        "peak live tensors {} bytes per device\n",
                        p.exact ? "" : "at least ", count_text(p.collectives), count_text(p.backward_collectives),
                        p.bytes_sent, seconds(p.seconds), facts.peak_bytes[static_cast<size_t>(facts.main)]);
+    out << cost_line("program cost", p, module.device);
+    out << memory_line("program memory at peak", facts.peak_parts[static_cast<size_t>(facts.main)]);
 }
 
 }  // namespace
@@ -500,10 +577,18 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         per_run["backward_collectives"] = t.backward_collectives;
         per_run["sent_bytes"] = t.bytes_sent;
         per_run["backward_sent_bytes"] = t.backward_bytes_sent;
-        per_run["cost_s"] = t.seconds;
+        per_run["cost_s"] = t.cost_seconds();
+        per_run["compute_s"] = t.compute_seconds;
+        per_run["communication_s"] = t.seconds;
+        per_run["flops"] = t.flops;
+        per_run["compute_bytes"] = t.compute_bytes;
         per_run["exact"] = t.exact;
         fn["per_run"] = std::move(per_run);
         fn["peak_bytes"] = facts.peak_bytes[index];
+        fn["cost_s"] = t.cost_seconds();
+        fn["compute_s"] = t.compute_seconds;
+        fn["communication_s"] = t.seconds;
+        fn["memory"] = memory_json(facts.peak_parts[index]);
         functions.push_back(std::move(fn));
     }
     ordered_json root;
@@ -514,9 +599,14 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
         program["collectives"] = p.collectives;
         program["backward_collectives"] = p.backward_collectives;
         program["sent_bytes"] = p.bytes_sent;
-        program["cost_s"] = p.seconds;
+        program["cost_s"] = p.cost_seconds();
+        program["compute_s"] = p.compute_seconds;
+        program["communication_s"] = p.seconds;
+        program["flops"] = p.flops;
         program["exact"] = p.exact;
         program["peak_bytes"] = facts.peak_bytes[static_cast<size_t>(facts.main)];
+        program["device"] = module.device.name;
+        program["memory"] = memory_json(facts.peak_parts[static_cast<size_t>(facts.main)]);
         root["program"] = std::move(program);
     }
     out << root.dump(2) << "\n";

@@ -36,10 +36,24 @@ std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir
 /// count is exact (every loop bound on the way a constant), and each instance's peak
 /// bytes of live tensors per device (values live from their op to their last use; a
 /// call adds the callee's peak). Indexed like module.functions.
+/// What is live at an instance's peak, per device: `state` (the instance's arguments
+/// and the values a loop carries from one iteration to the next: parameters and
+/// optimizer state in a training loop), `saved` (forward values of a derived function
+/// that its backward ops read: saved activations), `temporaries` (everything else,
+/// including the results of the op at the peak). A call's callee adds its own saved
+/// values and temporaries.
+struct MemoryBreakdown {
+    int64_t state = 0;
+    int64_t saved = 0;
+    int64_t temporaries = 0;
+    int64_t total() const { return state + saved + temporaries; }
+};
+
 struct ProgramFacts {
     std::vector<double> runs;
     std::vector<bool> exact;
     std::vector<int64_t> peak_bytes;
+    std::vector<MemoryBreakdown> peak_parts;  // peak_bytes[i] == peak_parts[i].total()
     int32_t main = -1;
 };
 ProgramFacts analyse_program(const ir::Module& module);
@@ -49,7 +63,14 @@ ProgramFacts analyse_program(const ir::Module& module);
 struct FunctionTotals {
     double collectives = 0;
     double bytes_sent = 0;
-    double seconds = 0;
+    double seconds = 0;  // communication: the collectives' α-β cost
+    /// Compute (ir/compute_cost.h): every op's roofline time on the module's device
+    /// model, its flops and the bytes it touches, per device.
+    double compute_seconds = 0;
+    double flops = 0;
+    double compute_bytes = 0;
+    /// The modelled time of one run: compute plus communication (not overlapped).
+    double cost_seconds() const { return compute_seconds + seconds; }
     double backward_collectives = 0;
     double backward_bytes_sent = 0;
     bool exact = true;

@@ -27,6 +27,9 @@ struct InferOptions {
     /// instance, each trying another alternative at one decision point (0: off; see
     /// docs/architecture.md, "Whole-function plan search").
     int plan_search = 32;
+    /// The device of every mesh position, for the compute side of the cost model (the
+    /// plan search minimises compute plus communication); `--device-model`.
+    ir::DeviceModel device;
 };
 
 ir::Module infer_program(const SourceManager& sources, const Program& program,

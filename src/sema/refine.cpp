@@ -446,11 +446,14 @@ private:
 }  // namespace
 
 RefineStats check_refinements(const SourceManager& sources, const Program& program,
-                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip) {
+                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip,
+                              unsigned solver_budget_ms) {
     (void)sources;
     RefineStats stats;
     SymbolTable symbols;
-    solver::RefinementSolver solver(symbols);
+    solver::SolverOptions options;
+    options.run_budget_ms = solver_budget_ms;
+    solver::RefinementSolver solver(symbols, options);
     for (size_t m = 0; m < program.modules.size(); ++m) {
         for (const Item* item : program.modules[m]->items) {
             if (item->kind != ItemKind::Fn || (skip && skip->count(item))) continue;

@@ -21,7 +21,10 @@ struct RefineStats {
 };
 
 /// `skip`: functions not to check (their earlier errors were reported).
+/// `solver_budget_ms`: the Z3 time of undecided goals the whole run may spend
+/// (solver::SolverOptions::run_budget_ms; `--solver-budget`).
 RefineStats check_refinements(const SourceManager& sources, const Program& program,
-                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip = nullptr);
+                              DiagnosticEngine& diags, const std::set<const ast::Item*>* skip = nullptr,
+                              unsigned solver_budget_ms = 1500);
 
 }  // namespace meshc::sema

@@ -619,10 +619,20 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
     // 5. Linear goals: Z3 over the linear facts (all of them, when all are linear).
     std::string reason;
     auto run_z3 = [&](const std::vector<const Constraint*>& facts, bool linear) -> std::optional<Outcome> {
+        unsigned limit = options_.time_limit_ms;
+        if (options_.run_budget_ms > 0) {
+            double left = double(options_.run_budget_ms) - stats_.z3_unknown_ms;
+            if (left < 1) {
+                reason = fmt::format("the solver's budget for this run ({} ms in all, `--solver-budget`) is spent",
+                                     options_.run_budget_ms);
+                return std::nullopt;
+            }
+            limit = std::min<unsigned>(limit, unsigned(left));
+        }
         if (!z3_) z3_ = std::make_unique<Z3Backend>(symbols_);
         ++stats_.z3_calls;
-        uint64_t wall = uint64_t(options_.time_limit_ms) * std::max(1u, options_.wall_factor);
-        Z3Backend::Result r = z3_->check(facts, goal, linear, options_.time_limit_ms,
+        uint64_t wall = uint64_t(limit) * std::max(1u, options_.wall_factor);
+        Z3Backend::Result r = z3_->check(facts, goal, linear, limit,
                                          unsigned(std::min<uint64_t>(wall, UINT32_MAX)));
         stats_.z3_ms += r.ms;
         stats_.z3_abandoned = z3_->abandoned_count();
@@ -638,13 +648,14 @@ Outcome RefinementSolver::decide(const Constraint& goal) {
             if (reason.empty()) reason = "Z3 found a model that violates a non-linear fact";
             return std::nullopt;
         case Z3Backend::Result::Status::Unknown:
+            stats_.z3_unknown_ms += r.ms;
             if (r.out_of_budget) {
                 ++stats_.z3_timeouts;
-                reason = fmt::format("timed out after {} ms", options_.time_limit_ms);
+                reason = fmt::format("timed out after {} ms", limit);
             } else if (r.timed_out) {
                 ++stats_.z3_timeouts;
                 reason = fmt::format("timed out after {} ms of wall-clock time",
-                                     std::max(1u, options_.wall_factor) * options_.time_limit_ms);
+                                     std::max(1u, options_.wall_factor) * limit);
             } else {
                 reason = fmt::format("Z3 gave up ({})", r.reason);
             }

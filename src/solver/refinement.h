@@ -111,6 +111,7 @@ struct SolverStats {
     uint64_t z3_timeouts = 0;       // Z3 calls that ran out of budget or wall time
     uint64_t z3_abandoned = 0;      // time-outs where Z3 did not stop in the grace period
     double z3_ms = 0;               // wall time inside Z3 check() calls
+    double z3_unknown_ms = 0;       // of which in calls that decided nothing (the run budget's)
     uint64_t search_assignments = 0;  // assignments tried by counterexample searches
     double total_ms = 0;            // wall time inside prove()
 };
@@ -121,6 +122,13 @@ struct SolverOptions {
     unsigned wall_factor = 10;
     /// Assignments tried per counterexample search (values 1, 2, 3, ... per symbol).
     uint64_t search_budget = 20000;
+    /// Time the Z3 calls of this solver that decide nothing (time-outs, Z3 giving up)
+    /// may take together (`--solver-budget`, 0: no limit); calls that prove or refute
+    /// cost it nothing, so a loaded machine does not spend it. Each call gets at most
+    /// what is left; once it is spent, the remaining goals Z3 would be asked about are
+    /// Unknown at once ("the solver's budget ... is spent"): a program of many
+    /// undecidable clauses is answered in about this time.
+    unsigned run_budget_ms = 1500;
 };
 
 class RefinementSolver {
@@ -150,6 +158,7 @@ public:
     Outcome prove(const Constraint& goal);
 
     void set_time_limit_ms(unsigned ms) { options_.time_limit_ms = ms; }
+    void set_run_budget_ms(unsigned ms) { options_.run_budget_ms = ms; }
     unsigned time_limit_ms() const { return options_.time_limit_ms; }
     const SolverStats& stats() const { return stats_; }
     void reset_stats() { stats_ = {}; }

@@ -120,6 +120,9 @@ const std::vector<DiagCode>& all_diag_codes() {
 
 Diagnostic& DiagnosticEngine::emit(DiagCode code, Span span, std::string message) {
     Severity severity = diag_code_info(code).severity;
+    if (severity == Severity::Warning && std::find(denied_.begin(), denied_.end(), code) != denied_.end()) {
+        severity = Severity::Error;
+    }
     if (severity == Severity::Error) ++error_count_;
     diagnostics_.push_back(Diagnostic{code, severity, span, std::move(message), {}});
     return diagnostics_.back();

@@ -53,6 +53,8 @@ class DiagnosticEngine {
 public:
     /// Records a diagnostic; the returned reference is valid until the next emit().
     Diagnostic& emit(DiagCode code, Span span, std::string message);
+    /// `--deny CODE`: a warning of this code is reported as an error from now on.
+    void deny(DiagCode code) { denied_.push_back(code); }
 
     const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
     /// The i-th diagnostic, to add notes or move it (a callee's error to its call site).
@@ -69,6 +71,7 @@ public:
 
 private:
     std::vector<Diagnostic> diagnostics_;
+    std::vector<DiagCode> denied_;
     size_t error_count_ = 0;
 };
 

@@ -6,8 +6,9 @@ Annotations (in comments):
     // expected-error E0104 {{expected `;`}}          (same line)
     // expected-error@-2:5 E0104 {{...}}              (line offset and column)
     // expected-note@+1 {{first definition}}          (a note of some diagnostic)
+    // expected-warning@+1 W0001 {{splits nothing}}    (a warning: W codes)
 The code is optional; the text in {{ }} must be a substring of the message. Every
-error must be expected and every expectation met, else exit 1 with a report.
+error and warning must be expected and every expectation met, else exit 1 with a report.
 Usage: verify_diagnostics.py --meshc PATH FILE [-- extra meshc args]
 """
 import argparse
@@ -17,7 +18,7 @@ import subprocess
 import sys
 
 ANNOT = re.compile(
-    r"expected-(error|note)(?:@([+-]\d+)(?::(\d+))?)?\s*(E\d{4})?\s*\{\{(.*?)\}\}")
+    r"expected-(error|warning|note)(?:@([+-]\d+)(?::(\d+))?)?\s*([EW]\d{4})?\s*\{\{(.*?)\}\}")
 
 
 def main():

@@ -23,7 +23,7 @@ def sections(text):
     i = 0
     while i < len(lines):
         line = lines[i]
-        m = re.match(r"^## (E\d{4}): (.*)$", line)
+        m = re.match(r"^## ([EW]\d{4}): (.*)$", line)
         if m:
             current = m.group(1)
             result[current] = (m.group(2), [])
@@ -59,7 +59,7 @@ def main():
         programs = [body for lang, body in blocks if lang == "mesh"]
         outputs = [body for lang, body in blocks if lang == "text"]
         if not outputs or f"[{code}]" not in outputs[0]:
-            failures.append(f"{code}: no ```text block showing error[{code}]")
+            failures.append(f"{code}: no ```text block showing [{code}]")
             continue
         if not programs:
             continue

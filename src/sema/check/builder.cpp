@@ -31,16 +31,20 @@ void FunctionBuilder::fail(DiagCode code, Span span, std::string message,
     throw Abandon{};
 }
 
-ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names) {
+void FunctionBuilder::check_size(const TensorType& type, Span span) {
     // Every size, byte count and index of a tensor must fit 64 bits with room to spare.
     uint64_t bytes = ir::dtype_bytes(type.dtype);
     for (int64_t d : type.shape) {
         if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes >= (uint64_t{1} << 62)) {
-            fail(DiagCode::E0312, op.span,
+            fail(DiagCode::E0312, span,
                  fmt::format("a tensor of shape {} and element type {} is too large (2^62 bytes or more)", shape_string(type.shape),
                              dtype_name(type.dtype)));
         }
     }
+}
+
+ValueId FunctionBuilder::emit(ir::Op op, TensorType type, std::vector<std::string_view> dim_names) {
+    check_size(type, op.span);
     ValueId v = f_.add_value(std::move(type));
     op.results = {v};
     flexible_.push_back(false);

@@ -279,6 +279,9 @@ private:
     bool is_load_call(const Expr& e);
     ValueId lower_load(const Expr& call, const AggType& t);
     Val lower_load_val(const Expr& call, const AggType& t);
+    /// E0312 when a tensor of `type` would hold 2^62 bytes or more (a parameter's, a
+    /// result's or an op's).
+    void check_size(const TensorType& type, Span span);
     static bool is_safetensors_path(std::string_view path);
     void safetensors_leaves(const Val& v, const std::string& prefix,
                             std::vector<std::pair<std::string, ValueId>>& out, Span span);

@@ -32,11 +32,14 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         // An annotated struct type binds the generics a struct literal's fields do not.
         std::optional<AggType> annotated;
         if (s.type) annotated = agg_type_from_ast(*s.type);
+        // `var p: Mlp = load("p.safetensors");`: the annotation is the context `load`
+        // takes its type from, as for `let`.
+        bool loaded = annotated && is_load_call(*s.value);
         if (annotated && annotated->kind == AggType::Struct) {
             expected_agg_ = &*annotated;
             expected_agg_span_ = s.value->span;
         }
-        Val v = eval(*s.value);
+        Val v = loaded ? lower_load_val(*s.value, *annotated) : eval(*s.value);
         expected_agg_ = nullptr;
         if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
         if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
@@ -220,6 +223,7 @@ void FunctionBuilder::lower_body() {
         std::vector<ValueId> values;
         for (size_t li = 0; li < leaves.size(); ++li) {
             const AggType* leaf = leaves[li];
+            check_size(leaf->tensor, p.type->span);
             ValueId v = f_.add_value(leaf->tensor, li < paths.size() ? paths[li] : std::string(p.name.name));
             flexible_.push_back(false);
             weak_.push_back(false);
@@ -234,7 +238,12 @@ void FunctionBuilder::lower_body() {
     }
     const Block& body = *item_.body;
     std::optional<AggType> rt;
-    if (item_.result) rt = agg_type_from_ast(*item_.result);
+    if (item_.result) {
+        rt = agg_type_from_ast(*item_.result);
+        std::vector<const AggType*> leaves;
+        flatten_type(*rt, leaves);
+        for (const AggType* leaf : leaves) check_size(leaf->tensor, item_.result->span);
+    }
     std::optional<Val> result = lower_returning(body.stmts, 0, body.tail, rt ? &*rt : nullptr);
     if (rt) {
         if (!result) {

@@ -9,6 +9,7 @@
 namespace meshc::sema::check {
 
 ir::Module Inferer::run() {
+    module_.device = options_.device;
     for (size_t m = 0; m < program_.modules.size(); ++m) {
         for (const Item* item : program_.modules[m]->items) {
             if (item->kind == ItemKind::Mesh) {
@@ -401,7 +402,7 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     // ops lowered by the search per instance.
     int budget = static_cast<int>(
         std::min<size_t>(static_cast<size_t>(options_.plan_search), 20000 / std::max<size_t>(1, ops)));
-    auto cost_of = [&](const ir::Function& g) { return function_totals(module_, g).seconds; };
+    auto cost_of = [&](const ir::Function& g) { return function_totals(module_, g).cost_seconds(); };
     auto result_types = [](const ir::Function& g) {
         std::vector<ir::TensorType> out;
         for (ir::ValueId v : g.results) out.push_back(g.types[v]);
