@@ -28,11 +28,17 @@ std::string bytes_text(double b) {
     return fmt::format("{:.0f} bytes", b);
 }
 
-/// W0001 and W0002 for one function instance.
-void lint_function(const Program& program, const ir::Module& module, const ir::Function& f, DiagnosticEngine& diags,
-                   std::set<std::tuple<std::string, int32_t, size_t>>& reported) {
-    // Per mesh: the axes some forward contraction splits or leaves pending, and the
-    // first contraction on it.
+/// A mesh axis of size > 1 that no forward contraction of a function instance splits
+/// or leaves pending over.
+struct Waste {
+    int32_t mesh = -1;
+    size_t axis = 0;
+    const ir::Op* first = nullptr;  // the first contraction on that mesh
+    size_t count = 0;               // contractions on that mesh
+    std::set<ir::ValueId> operands; // their operands
+};
+
+std::vector<Waste> wasted_axes(const ir::Module& module, const ir::Function& f) {
     struct PerMesh {
         ir::AxisSet used = 0;
         const ir::Op* first = nullptr;
@@ -53,41 +59,55 @@ void lint_function(const Program& program, const ir::Module& module, const ir::F
             m.operands.insert(v);
         }
     });
+    std::vector<Waste> out;
     for (const auto& [mesh_index, m] : meshes) {
         const ir::Mesh& mesh = module.meshes[static_cast<size_t>(mesh_index)];
         for (size_t a = 0; a < mesh.axes.size(); ++a) {
             if (mesh.axes[a].size <= 1 || (m.used & ir::axis_bit(a))) continue;
-            if (!reported.insert({f.name, mesh_index, a}).second) continue;
-            const std::string& axis = mesh.axes[a].name;
-            auto& d = diags.emit(DiagCode::W0001, m.first->span,
-                                 fmt::format("`{}` splits nothing in `{}`: its {} devices repeat the same work", axis,
-                                             f.name, mesh.axes[a].size));
-            d.note(fmt::format("{} of `{}` on `{}` has an operand or result split over `{}` or a sum pending over it",
-                               m.count == 1 ? std::string("the one contraction")
-                                            : fmt::format("none of the {} contractions", m.count),
-                               ir::function_label(f), mesh.name, axis));
-            d.note(fmt::format("split a dim of a weight or of the batch over `{}` (Megatron: the hidden dim of both "
-                               "matrices), or declare the mesh without it",
-                               axis));
-            // W0002: the parameters feeding those contractions whose types name no layout.
-            const ast::Item* item = fn_item(program, f);
-            if (!item || !f.derived.empty()) continue;
-            for (size_t i = 0; i < item->params.size() && i < f.params.size(); ++i) {
-                const ast::Type* t = item->params[i].type;
-                if (!t || t->kind != ast::TypeKind::Tensor) break;  // struct and tuple parameters flatten: stop here
-                if (!t->mesh || t->layout || t->any_layout || t->partial || t->shape.size() < 2) continue;
-                ir::ValueId v = f.params[i];
-                if (!m.operands.count(v) || !f.types[v].layout.is_replicated()) continue;
-                auto& w = diags.emit(DiagCode::W0002, item->params[i].span,
-                                     fmt::format("`{}` is replicated over `{}` only because its type names no layout",
-                                                 item->params[i].name.name, axis));
-                w.note(fmt::format("every device holds all {} of it and repeats the contraction it feeds",
-                                   bytes_text(static_cast<double>(f.types[v].local_bytes(&mesh)))));
-                w.note(fmt::format("write `with {{...}}` splitting one of its dims over `{}`, or `with {{}}` to keep it "
-                                   "replicated on purpose",
-                                   axis));
-            }
+            out.push_back(Waste{mesh_index, a, m.first, m.count, m.operands});
         }
+    }
+    return out;
+}
+
+Diagnostic& report_waste(const ir::Module& module, const ir::Function& f, const Waste& w, Span at, bool called,
+                         DiagnosticEngine& diags) {
+    const ir::Mesh& mesh = module.meshes[static_cast<size_t>(w.mesh)];
+    const std::string& axis = mesh.axes[w.axis].name;
+    auto& d = diags.emit(DiagCode::W0001, at,
+                         fmt::format("`{}` splits nothing in `{}`{}: its {} devices repeat the same work", axis, f.name,
+                                     called ? " (called here)" : "", mesh.axes[w.axis].size));
+    d.note(fmt::format("{} of `{}` on `{}` has an operand or result split over `{}` or a sum pending over it",
+                       w.count == 1 ? std::string("the one contraction") : fmt::format("none of the {} contractions", w.count),
+                       ir::function_label(f), mesh.name, axis),
+           called ? w.first->span : Span{});
+    d.note(fmt::format("split a dim of a weight or of the batch over `{}` (Megatron: the hidden dim of both matrices), "
+                       "or declare the mesh without it",
+                       axis));
+    return d;
+}
+
+/// W0002 for the parameters of `f` feeding the contractions of `w`.
+void report_defaults(const Program& program, const ir::Module& module, const ir::Function& f, const Waste& w,
+                     DiagnosticEngine& diags) {
+    const ast::Item* item = fn_item(program, f);
+    if (!item) return;
+    const ir::Mesh& mesh = module.meshes[static_cast<size_t>(w.mesh)];
+    const std::string& axis = mesh.axes[w.axis].name;
+    for (size_t i = 0; i < item->params.size() && i < f.params.size(); ++i) {
+        const ast::Type* t = item->params[i].type;
+        if (!t || t->kind != ast::TypeKind::Tensor) break;  // struct and tuple parameters flatten: stop here
+        if (!t->mesh || t->layout || t->any_layout || t->partial || t->shape.size() < 2) continue;
+        ir::ValueId v = f.params[i];
+        if (!w.operands.count(v) || !f.types[v].layout.is_replicated()) continue;
+        auto& d = diags.emit(DiagCode::W0002, item->params[i].span,
+                             fmt::format("`{}` is replicated over `{}` only because its type names no layout",
+                                         item->params[i].name.name, axis));
+        d.note(fmt::format("every device holds all {} of it and repeats the contraction it feeds",
+                           bytes_text(static_cast<double>(f.types[v].local_bytes(&mesh)))));
+        d.note(fmt::format("write `with {{...}}` splitting one of its dims over `{}`, or `with {{}}` to keep it "
+                           "replicated on purpose",
+                           axis));
     }
 }
 
@@ -95,10 +115,32 @@ void lint_function(const Program& program, const ir::Module& module, const ir::F
 
 void lint_module(const SourceManager& sources, const Program& program, const ir::Module& module,
                  DiagnosticEngine& diags, const LintOptions& options) {
+    // Reported in the file checked: a function of it at its first contraction (and its
+    // parameters), a function of an imported module at the first call from that file.
+    FileId root = program.modules.empty() ? kNoFile : program.modules.front()->file;
     std::set<std::tuple<std::string, int32_t, size_t>> reported;
-    for (const ir::Function& f : module.functions) {
-        if (f.has_errors || !f.derived.empty()) continue;
-        lint_function(program, module, f, diags, reported);
+    std::vector<std::vector<Waste>> waste(module.functions.size());
+    for (size_t i = 0; i < module.functions.size(); ++i) {
+        const ir::Function& f = module.functions[i];
+        if (!f.has_errors && f.derived.empty()) waste[i] = wasted_axes(module, f);
+    }
+    for (size_t i = 0; i < module.functions.size(); ++i) {
+        const ir::Function& f = module.functions[i];
+        if (f.span.file != root) continue;
+        for (const Waste& w : waste[i]) {
+            if (!reported.insert({f.name, w.mesh, w.axis}).second) continue;
+            report_waste(module, f, w, w.first->span, false, diags);
+            report_defaults(program, module, f, w, diags);
+        }
+        ir::for_each_op(f.ops, [&](const ir::Op& op) {
+            if (op.kind != ir::OpKind::Call || op.callee < 0 || static_cast<size_t>(op.callee) >= module.functions.size()) return;
+            const ir::Function& g = module.functions[static_cast<size_t>(op.callee)];
+            if (g.span.file == root || op.span.file != root) return;
+            for (const Waste& w : waste[static_cast<size_t>(op.callee)]) {
+                if (!reported.insert({g.name, w.mesh, w.axis}).second) continue;
+                report_waste(module, g, w, op.span, true, diags);
+            }
+        });
     }
     if (options.memory_budget <= 0) return;
     ProgramFacts facts = analyse_program(module);

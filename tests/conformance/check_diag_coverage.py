@@ -20,8 +20,10 @@ def main():
             if not n.endswith(".msh"):
                 continue
             text = open(os.path.join(dirpath, n), encoding="utf-8", errors="replace").read()
-            tested.update(re.findall(r"expected-(?:error|warning)\S*\s+(E\d{4})", text))
+            tested.update(re.findall(r"expected-(?:error|warning)\S*\s+([EW]\d{4})", text))
             tested.update(re.findall(r"CHECK[-A-Z]*:.*?\b([EW]\d{4})\b", text))
+            # FileCheck lines under any prefix (`// OVER: error[E0709]: ...`).
+            tested.update(re.findall(r"^// [A-Z][A-Z0-9_]*(?:-[A-Z]+)?:.*?\b(?:error|warning)\[([EW]\d{4})\]", text, re.M))
     docs = open(os.path.join(args.root, "docs/diagnostics.md")).read()
     documented = set(re.findall(r"^##+\s+([EW]\d{4})", docs, re.M))
     missing_tests = [c for c in codes if c not in tested]

@@ -579,7 +579,13 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     std::vector<std::string> keys;
     for (const auto& item : fn.items()) keys.push_back(item.key());
     CHECK(keys == std::vector<std::string>{"name", "instance", "collectives", "total_cost_s", "label", "mesh_instance",
-                                           "free", "layouts", "derived", "runs", "runs_exact", "per_run", "peak_bytes"});
+                                           "free", "layouts", "derived", "runs", "runs_exact", "per_run", "peak_bytes",
+                                           "cost_s", "compute_s", "communication_s", "memory"});
+    // Compute plus communication; the communication is the one all_reduce.
+    CHECK(fn["communication_s"].get<double>() == Approx(6 * 5e-6 + 384 / 1e11));
+    CHECK(fn["cost_s"].get<double>() == Approx(fn["compute_s"].get<double>() + fn["communication_s"].get<double>()));
+    CHECK(fn["compute_s"].get<double>() > 0);
+    CHECK(fn["memory"]["peak_bytes"].get<int64_t>() == fn["peak_bytes"].get<int64_t>());
     CHECK(fn["runs"].get<double>() == 1);
     CHECK(fn["per_run"]["collectives"].get<double>() == 1);
     CHECK(fn["per_run"]["backward_collectives"].get<double>() == 0);
