@@ -31,6 +31,12 @@ void FunctionBuilder::fail(DiagCode code, Span span, std::string message,
     throw Abandon{};
 }
 
+std::string FunctionBuilder::source_name(ValueId v) const {
+    // The value's own name where it has one (a variable, a parameter's leaf `p.w1`); a
+    // temporary has none, and a made-up name could be a real variable's.
+    return v < f_.names.size() && !f_.names[v].empty() ? f_.names[v] : std::string("<the value>");
+}
+
 void FunctionBuilder::check_size(const TensorType& type, Span span) {
     // Every size, byte count and index of a tensor must fit 64 bits with room to spare.
     uint64_t bytes = ir::dtype_bytes(type.dtype);
@@ -367,11 +373,11 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
                         kind == ir::OpKind::ReduceScatter ? "a" : "an", ir::op_name(kind),
                         mesh->axis_names(axes), bytes));
         d.note(fmt::format("why: {}", reason));
-        d.note(fmt::format("{}; write the conversion yourself with `reshard(x, {})` (or the "
+        d.note(fmt::format("{}; write the conversion yourself with `reshard({}, {})` (or the "
                            "explicit collective) to allow it",
                            in_.options_.strict_comm ? "--strict-comm forbids inserted communication"
                                                     : "this function is `@explicit_comm`",
-                           layout_to_string(t.layout, *mesh)));
+                           source_name(v), layout_to_string(t.layout, *mesh)));
     }
     if (auto choice = choices_.find(v); choice != choices_.end() && mesh &&
         (kind == ir::OpKind::AllReduce || kind == ir::OpKind::ReduceScatter)) {
@@ -507,11 +513,11 @@ ValueId FunctionBuilder::plan_coercion_once(ValueId v, int32_t mesh_index, const
             for (size_t i = 1; i < parts.size(); ++i) what += ", then " + parts[i];
             auto& d = in_.diags_->emit(DiagCode::E0406, span, fmt::format("this needs {}", what));
             d.note(fmt::format("why: {}", reason));
-            d.note(fmt::format("{}; write the conversion yourself with `reshard(x, {})` (or the "
+            d.note(fmt::format("{}; write the conversion yourself with `reshard({}, {})` (or the "
                                "explicit collective) to allow it",
                                in_.options_.strict_comm ? "--strict-comm forbids inserted communication"
                                                         : "this function is `@explicit_comm`",
-                               layout_to_string(target, mesh)));
+                               source_name(v), layout_to_string(target, mesh)));
         }
     }
     bool saved = plan_reported_;

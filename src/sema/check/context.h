@@ -282,6 +282,8 @@ private:
     /// E0312 when a tensor of `type` would hold 2^62 bytes or more (a parameter's, a
     /// result's or an op's).
     void check_size(const TensorType& type, Span span);
+    /// How a message names value `v` in source: its name, or `<the value>`.
+    std::string source_name(ValueId v) const;
     static bool is_safetensors_path(std::string_view path);
     void safetensors_leaves(const Val& v, const std::string& prefix,
                             std::vector<std::pair<std::string, ValueId>>& out, Span span);

@@ -623,9 +623,20 @@ Val FunctionBuilder::call_grad(const Expr& grad_call, const Expr& call) {
     ops_->pop_back();
     if (value.kind != Val::Tensor || value.id == ir::kNoValue || type(value.id).rank() != 0 ||
         !is_float(type(value.id).dtype)) {
+        std::string returns = value.kind != Val::Tensor || value.id == ir::kNoValue
+                                  ? std::string(value.kind == Val::Tensor ? "nothing" : "a tuple or struct")
+                                  : "`" + type_str(type(value.id)) + "`";
+        std::vector<std::pair<std::string, Span>> notes{{"declared here", fn->name.span}};
+        if (value.kind == Val::Tensor && value.id != ir::kNoValue && type(value.id).rank() > 0) {
+            notes.push_back({fmt::format("help: a loss is a scalar: return `mean(...)` or `sum(...)` of this value from `{}`",
+                                         fn->name.name),
+                             {}});
+        } else if (value.kind == Val::Tensor && value.id != ir::kNoValue) {
+            notes.push_back({"help: differentiate a float loss: `cast` an integer result to f32", {}});
+        }
         fail(DiagCode::E0601, call.span,
-             fmt::format("`{}` needs `{}` to return a float scalar", name, fn->name.name),
-             {{"declared here", fn->name.span}});
+             fmt::format("`{}` needs `{}` to return a float scalar; it returns {}", name, fn->name.name, returns),
+             std::move(notes));
     }
     // The gradient has the types of the first argument's leaves.
     const AggType& first = param_types[0];

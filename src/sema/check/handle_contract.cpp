@@ -9,6 +9,19 @@ namespace meshc::sema::check {
 
 ValueId FunctionBuilder::matmul(ValueId a, ValueId b, Span span) {
     size_t ra = type(a).rank(), rb = type(b).rank();
+    // The contracted dims, in the words of `@` (the einsum letters below are internal).
+    if (ra >= 1 && rb >= 1) {
+        int64_t ka = type(a).shape[ra - 1], kb = type(b).shape[rb == 1 ? 0 : rb - 2];
+        if (ka != kb) {
+            fail(DiagCode::E0307, span,
+                 fmt::format("`@` of shapes {} and {}: the left operand's last dim is {}, the right operand's {} dim is {}",
+                             shape_string(type(a).shape), shape_string(type(b).shape), ka, rb == 1 ? "only" : "second-to-last",
+                             kb),
+                 {{"help: `a @ b` contracts the last dim of `a` with the rows of `b`; transpose an operand "
+                   "(`transpose(b, [1, 0])`) or use `einsum` to contract other dims",
+                   {}}});
+        }
+    }
     std::string batch = "abcdefgh";
     std::string spec;
     if (ra == 1 && rb == 1) spec = "k,k->";
