@@ -857,7 +857,7 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
         out.push_back(std::move(action));
     };
     // E0406 (strict communication): its note names the reshard to write.
-    static const std::regex kReshard("`reshard\\(x, (.*)\\)` \\(or");
+    static const std::regex kReshard("`reshard\\([^,`]*, (.*)\\)` \\(or");
     json diagnostics = diagnostics_json(a, pos);
     size_t k = 0;
     for (const Diagnostic& d : a.diags.sorted()) {
