@@ -722,7 +722,7 @@ void add_cost_options(CLI::App* cmd, CheckOptions& opts) {
                     "(docs/cli.md, \"Device models\")");
     cmd->add_option("--memory", opts.memory,
                     "Per-device memory budget the program's peak must fit (E0709), e.g. 80GB or 512MiB")
-        ->transform([&opts](std::string text) {
+        ->transform([](std::string text) {
             int64_t bytes = 0;
             std::string error = parse_bytes(text, bytes);
             if (!error.empty()) throw CLI::ValidationError("--memory", error);
