@@ -424,6 +424,10 @@ public:
     std::map<ChoiceKey, int> plan_hints_;
     std::vector<ChoicePoint>* choice_log_ = nullptr;  // the instance being lowered
     int probing_ = 0;                                 // no search while probing
+    /// Functions a probe checked (the probed one and every callee it instantiated with
+    /// sizes all distinct, as a probe of its own would): not probed again on their own, so a chain of N generic functions nothing calls
+    /// costs one probe, not N (each probe's instances are dropped afterwards).
+    std::set<const Item*> probed_;
     // What each instance was lowered from, and its decision points (by function index).
     struct InstanceSource {
         const Item* fn = nullptr;

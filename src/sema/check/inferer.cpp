@@ -28,7 +28,7 @@ ir::Module Inferer::run() {
     }
     if (options_.plan_search > 0) search_plans();
     for (const Item* item : root.items) {
-        if (item->kind == ItemKind::Fn && !instantiated(*item)) probe(*item);
+        if (item->kind == ItemKind::Fn && !instantiated(*item) && !probed_.count(item)) probe(*item);
     }
     return std::move(module_);
 }
@@ -257,6 +257,12 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
                                  fn.name.name, active_.size() + 1))
             .note("split the chain, or call the functions one after another from a shallower one");
         return -1;
+    }
+    if (probing_) {
+        // Checked with sizes that are all distinct, as its own probe would choose: covered.
+        std::set<int64_t> values;
+        for (const auto& [n, v] : binding.sizes) values.insert(v);
+        if (values.size() == binding.sizes.size()) probed_.insert(&fn);
     }
     auto index = static_cast<int32_t>(module_.functions.size());
     module_.functions.emplace_back();
