@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "src/blas_kernels.h"
 #include "src/errors.h"
 #include "src/runtime.h"
 #ifdef MESHRT_HAVE_CUDA
@@ -151,6 +152,7 @@ void print_usage(const Runtime& rt, int64_t default_threads) {
                 "at which\n");
     std::printf("                       mesh coordinates, and exit\n");
     std::printf("  --help               this message\n");
+    std::printf("\ncontractions on the CPU: %s\n", blas::describe(blas::blas_kernels()).c_str());
     const meshrt_program& prog = *rt.program;
     if (prog.nargs > 0) {
         std::printf("\nprogram arguments:\n");
@@ -338,6 +340,9 @@ int run_main(int argc, char** argv, const meshrt_program* program, const std::st
                      MESHRT_MAX_DEVICES);
         return 1;
     }
+    // OpenBLAS's kernels, before anything can call BLAS or start a thread (MPI, the
+    // devices): OpenBLAS's own choice, or a better one when it chose below this CPU.
+    blas::blas_kernels();
     std::string error;
     if (!rt.topology.init(*program, &error)) {
         std::fprintf(stderr, "error: %s: invalid program description: %s\n",
@@ -445,7 +450,8 @@ int run_main(int argc, char** argv, const meshrt_program* program, const std::st
             tracks += trace_track_json(dev->index, dev->trace);
         std::vector<std::string> all;
         if (rt.comm->gather_tracks(std::move(tracks), &all) &&
-            !write_trace(rt.options.trace_path, rt.program_name, all, &error)) {
+            !write_trace(rt.options.trace_path, rt.program_name, all, &error,
+                         blas::describe(blas::blas_kernels()))) {
             std::fprintf(stderr, "error: %s\n", error.c_str());
             status = 1;
         }

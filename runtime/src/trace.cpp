@@ -109,8 +109,15 @@ std::string trace_track_json(int64_t device, const TraceBuffer& buffer) {
 }
 
 bool write_trace(const std::string& path, const std::string& program_name,
-                 const std::vector<std::string>& tracks, std::string* error) {
-    std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+                 const std::vector<std::string>& tracks, std::string* error,
+                 std::string_view blas) {
+    std::string out = "{\"displayTimeUnit\":\"ms\",";
+    if (!blas.empty()) {
+        out += "\"otherData\":{\"blas\":";
+        append_json_string(out, blas);
+        out += "},\n";
+    }
+    out += "\"traceEvents\":[\n";
     out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":";
     append_json_string(out, program_name);
     out += "}}";

@@ -51,10 +51,12 @@ void append_json_string(std::string& out, std::string_view s);
 /// Device `device`'s track: its metadata and events as JSON objects, each preceded by
 /// ",\n" (the form write_trace joins).
 std::string trace_track_json(int64_t device, const TraceBuffer& buffer);
-/// Writes {"traceEvents": [...]} with the tracks in the order given; false with *error
-/// on an I/O failure.
+/// Writes {"traceEvents": [...]} with the tracks in the order given, and `blas` (the
+/// writing process's BLAS kernels, blas::describe) as "otherData": {"blas": ...} when not
+/// empty; false with *error on an I/O failure.
 bool write_trace(const std::string& path, const std::string& program_name,
-                 const std::vector<std::string>& tracks, std::string* error);
+                 const std::vector<std::string>& tracks, std::string* error,
+                 std::string_view blas = {});
 
 /// Records one complete event for the runtime's own work (a kernel, a collective, I/O)
 /// from construction to destruction; does nothing when tracing is off (or dev is null).

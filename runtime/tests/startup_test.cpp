@@ -36,6 +36,9 @@ TEST_CASE("help lists the options and meshes", "[startup]") {
     CHECK_THAT(r.out, Catch::Contains("--comm-timeout=SECONDS"));
     CHECK_THAT(r.out, Catch::Contains("(default 300; 0: wait for ever)"));
     CHECK_THAT(r.out, Catch::Contains("--print-topology"));
+    // Which BLAS kernels the contractions run on (src/blas_kernels.h).
+    CHECK_THAT(r.out, Catch::Contains("\ncontractions on the CPU: OpenBLAS "));
+    CHECK_THAT(r.out, Catch::Contains(" kernels ("));
     CHECK_THAT(r.out, Catch::Contains("  Pod: 8 devices (data=2, model=4)\n"));
     CHECK_THAT(r.out, Catch::Contains("  Line: 3 devices (x=3)\n"));
     CHECK_THAT(r.out, Catch::EndsWith("status 0 ran 0\n"));
@@ -213,6 +216,8 @@ TEST_CASE("trace option writes a Chrome trace with one track per device", "[star
     }
     CHECK(threads.size() == 8);
     CHECK(threads.count("device 7") == 1);
+    CHECK_THAT(trace.at("otherData").at("blas").get<std::string>(),
+               Catch::StartsWith("OpenBLAS ") && Catch::Contains(" kernels ("));
     CHECK(contracts == 8);
     CHECK(reduces == 8);
     CHECK(steps == 8);
