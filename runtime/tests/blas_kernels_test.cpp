@@ -169,7 +169,8 @@ TEST_CASE("OpenBLAS's generic fallback is replaced in the running process", "[bl
     CHECK_THAT(r.out, Catch::StartsWith("before Prescott 1\n"));
     // The core the CPU's features ask for (Cooperlake: OpenBLAS 0.3.21 takes that name
     // through its own AVX-512-BF16 fallback).
-    CHECK_THAT(r.out, Catch::Contains("after " + best + " 1 source 2 replaced Prescott env unset\n"));
+    CHECK_THAT(r.out,
+               Catch::Contains("after " + best + " 1 source 2 replaced Prescott env unset\n"));
     CHECK_THAT(r.out, Catch::Contains(", " + best + " kernels (chosen by the runtime for this "
                                       "CPU; OpenBLAS's own choice was Prescott)\n"));
 }

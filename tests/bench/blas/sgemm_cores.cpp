@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     double sum0 = 0, sum1 = 0;
     const char* env = std::getenv("OPENBLAS_CORETYPE");
     std::printf("  start-up core %-12s (OPENBLAS_CORETYPE=%s): %7.1f GFLOP/s\n",
-                openblas_get_corename(), env ? env : "(unset)", best_gflops(M, N, K, repeat, &sum0));
+                openblas_get_corename(), env ? env : "(unset)",
+                best_gflops(M, N, K, repeat, &sum0));
     if (!target)
         return 0;
     const double t0 = now_s();
