@@ -92,6 +92,7 @@ Parser::token_kind_type Lexer::scan(Parser::location_type& loc) {
       "with"    { return token::TOK_WITH; }
       "on"      { return token::TOK_ON; }
       "partial" { return token::TOK_PARTIAL; }
+      "auto"    { return token::TOK_AUTO; }
       "Tensor"  { return token::TOK_TENSOR; }
       "true"    { return token::TOK_TRUE; }
       "false"   { return token::TOK_FALSE; }

@@ -150,7 +150,7 @@ void Parser::error(const location_type& loc, const std::string& message) {
 %token DTYPE "element type"
 
 %token IMPORT "import" AS "as" MESH "mesh" STRUCT "struct" FN "fn" LET "let" VAR "var"
-       FOR "for" IN "in" IF "if" ELSE "else" RETURN "return" WHERE "where" WITH "with"
+       FOR "for" IN "in" IF "if" ELSE "else" RETURN "return" WHERE "where" WITH "with" AUTO "auto"
        ON "on" PARTIAL "partial" TENSOR "Tensor" TRUE "true" FALSE "false"
 
 %token LPAREN "(" RPAREN ")" LBRACKET "[" RBRACKET "]" LBRACE "{" RBRACE "}"
@@ -342,6 +342,7 @@ opt_with
   : %empty
   | "with" layout
   | "with" "_"
+  | "with" "auto"
   ;
 
 opt_partial

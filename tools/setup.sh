@@ -10,6 +10,8 @@ PACKAGES=(
   libz3-dev z3 libfmt-dev catch2 re2c bison
   libopenmpi-dev openmpi-bin libopenblas-dev iproute2 procps
   nlohmann-json3-dev libcli11-dev python3-numpy
+  # the layout solver of `with auto` (CBC, found with pkg-config)
+  coinor-libcbc-dev pkg-config
   neovim
   # examples/gpt's training text, and the PyTorch reference of its test (tests/gpt;
   # python3-torch: about 50 MB of packages, a minute to install)

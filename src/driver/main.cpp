@@ -47,6 +47,7 @@
 #include "syntax/lexer.h"
 #include "syntax/parser.h"
 #include "sema/device.h"
+#include "autopar/shard.h"
 
 namespace {
 
@@ -87,6 +88,7 @@ struct CheckOptions {
     std::string gpu_arch = "sm_90";      // --gpu-arch
     unsigned jobs = 0;                   // -j: code generation threads (0: one per core)
     std::vector<std::string> run_args;   // run: after `--`
+    double auto_time_limit_s = 60;       // --auto-time-limit: the `with auto` solve
 };
 
 /// $MESHC_STDLIB, else the stdlib beside the executable (an installed prefix's
@@ -468,6 +470,30 @@ bool functions_with_errors(const sema::Program& program, const DiagnosticEngine&
     return true;
 }
 
+/// The `with auto` solve of `path` with the checker's options (autopar/shard.h).
+std::optional<autopar::ShardResult> solve_auto(const CheckOptions& options, SourceManager& sources,
+                                               DiagnosticEngine& diags, const std::string& path,
+                                               const std::map<std::string, std::string>* overlays) {
+    std::optional<ir::DeviceModel> device = sema::device_model_of(options.device_model, diags);
+    if (!device) return std::nullopt;
+    autopar::ShardOptions so;
+    so.path = path;
+    so.stdlib_dir = options.stdlib_dir;
+    so.meshes = options.meshes;
+    so.device = *device;
+    so.plan_search = options.plan_search;
+    so.solver_budget_ms = options.solver_budget_ms;
+    so.strict_comm = options.strict_comm;
+    so.memory_budget = options.memory;
+    so.time_limit_s = options.auto_time_limit_s;
+    so.overlays = overlays;
+    return autopar::solve(sources, diags, so);
+}
+
+bool has_auto_sites(const SourceManager& sources, const sema::Program& program, const std::string& stdlib_dir) {
+    return !program.modules.empty() && !autopar::find_sites(sources, program, stdlib_dir).empty();
+}
+
 int run_check(const CheckOptions& options) {
     SourceManager sources;
     DiagnosticEngine diags;
@@ -536,6 +562,22 @@ int run_check(const CheckOptions& options) {
         auto program_owner = timer.run("parse", [&] {
             return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, load));
         });
+        // `with auto`: the layouts are solved, and the program is read again with them
+        // written in (what `meshc shard -o` writes).
+        std::map<std::string, std::string> solved_overlay;
+        if (!diags.has_errors() && has_auto_sites(sources, *program_owner, options.stdlib_dir)) {
+            auto solved = timer.run("auto", [&] { return solve_auto(options, sources, diags, path, load.overlays); });
+            if (!solved) continue;
+            if (!solved->sites.empty() && !solved->program_errors) {
+                if (load.overlays) solved_overlay = *load.overlays;
+                for (const auto& [file, text] : solved->rewritten) solved_overlay[file] = text;
+                sema::LoadOptions again = load;
+                again.overlays = &solved_overlay;
+                program_owner = timer.run("parse", [&] {
+                    return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, again));
+                });
+            }
+        }
         sema::Program& program = *program_owner;
         BuryAtExit bury_program(program_owner);
         if (program.modules.empty()) continue;
@@ -636,6 +678,61 @@ int run_check(const CheckOptions& options) {
     }
     render(sources, diags, options.error_format, options.max_errors, options.color);
     timer.report();
+    return diags.has_errors() ? 1 : 0;
+}
+
+/// `meshc shard FILE`: each `with auto` site's layout and why, the plan's totals and the
+/// solver's certificate (autopar/shard.h); `-o OUT` writes the program with the layouts
+/// written in (OUT a folder when sites lie in several files).
+int run_shard(const CheckOptions& options, const std::string& format) {
+    SourceManager sources;
+    DiagnosticEngine diags;
+    const std::string path = options.files.front();
+    std::optional<autopar::ShardResult> r = solve_auto(options, sources, diags, path, nullptr);
+    if (r && r->program_errors) {
+        // The program's own errors: reported as `meshc check` reports them.
+        CheckOptions check = options;
+        check.output.clear();
+        int status = run_check(check);
+        return status != 0 ? status : 1;
+    }
+    if (!r) {
+        render(sources, diags, options.error_format, options.max_errors, options.color);
+        return 1;
+    }
+    if (format == "json") {
+        autopar::print_json(std::cout, sources, *r);
+    } else {
+        autopar::print_text(std::cout, sources, *r);
+    }
+    if (!options.output.empty()) {
+        std::map<std::string, std::string> files = r->rewritten;
+        if (files.empty()) {
+            // No sites: the program as it is.
+            std::ifstream in(path, std::ios::binary);
+            std::stringstream text;
+            text << in.rdbuf();
+            files[path] = text.str();
+        }
+        auto write = [&](const std::string& target, const std::string& text) {
+            std::ofstream out(target, std::ios::binary | std::ios::trunc);
+            out << text;
+            out.close();
+            if (!out) {
+                diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", target, std::strerror(errno)));
+            }
+        };
+        if (files.size() == 1) {
+            write(options.output, files.begin()->second);
+        } else {
+            std::error_code ec;
+            std::filesystem::create_directories(options.output, ec);
+            for (const auto& [file, text] : files) {
+                write((std::filesystem::path(options.output) / std::filesystem::path(file).filename()).string(), text);
+            }
+        }
+    }
+    render(sources, diags, options.error_format, options.max_errors, options.color);
     return diags.has_errors() ? 1 : 0;
 }
 
@@ -865,6 +962,36 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"gir-checked", "gir", "local", "llvm", "asm", "ptx", "obj"}));
     run_cmd->add_option("args", run.run_args, "Arguments for the program (after `--`)");
 
+    CheckOptions shard;
+    shard.stdlib_dir = check.stdlib_dir;
+    std::string shard_format = "text", shard_error_format = "human";
+    CLI::App* shard_cmd = app.add_subcommand(
+        "shard", "Choose every `with auto` layout (the modelled step time, minimised under --memory) and say why");
+    shard_cmd->add_option("file", shard.files, "Source file (.msh) with `fn main()`")->required()->expected(1);
+    shard_cmd->add_option("-o", shard.output,
+                          "Write the program with every `auto` replaced by its layout (a folder when the sites lie "
+                          "in several files)")
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
+    shard_cmd->add_option("--format", shard_format, "`text` or `json`")->check(CLI::IsMember({"text", "json"}));
+    shard_cmd->add_option("--mesh", shard.meshes, "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable)")
+        ->allow_extra_args(false);
+    shard_cmd->add_option("--plan-search", shard.plan_search,
+                          "How many extra lowerings of each function the whole-function plan search may try (default 32)")
+        ->check(CLI::Range(0, 100000));
+    add_cost_options(shard_cmd, shard);
+    shard_cmd->add_flag("--strict-comm", shard.strict_comm, "Every communicating coercion is an error (E0406)");
+    shard_cmd->add_option("--error-format", shard_error_format, "Diagnostics as `human`, `json` or `short`")
+        ->check(CLI::IsMember({"human", "json", "short"}));
+    shard_cmd->add_option("--stdlib", shard.stdlib_dir, "Standard library folder");
+    shard_cmd->add_option("--color", color_mode, "Colour diagnostics: auto, always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}));
+    for (auto [cmd, opts] : {std::pair{check_cmd, &check}, std::pair{explain_cmd, &explain}, std::pair{build_cmd, &build},
+                             std::pair{run_cmd, &run}, std::pair{shard_cmd, &shard}}) {
+        cmd->add_option("--auto-time-limit", opts->auto_time_limit_s,
+                        "Seconds the `with auto` solve may take (default 60; past it the best plan found is kept)")
+            ->check(CLI::Range(0.1, 86400.0));
+    }
+
     lsp::ServerOptions lsp_options;
     lsp_options.stdlib_dir = check.stdlib_dir;
     CLI::App* lsp_cmd = app.add_subcommand("lsp", "Run the language server on stdin/stdout (LSP, JSON-RPC)");
@@ -900,6 +1027,16 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (lsp_cmd->parsed()) return lsp::run_server(std::cin, std::cout, lsp_options);
+    if (shard_cmd->parsed()) {
+        shard.error_format = error_format_of(shard_error_format);
+        shard.color = use_color(color_mode);
+        try {
+            return run_shard(shard, shard_format);
+        } catch (const InternalError& e) {
+            std::cerr << "meshc: internal compiler error: " << e.message << "\n";
+            return 2;
+        }
+    }
     if (build_cmd->parsed() || run_cmd->parsed()) {
         bool is_run = run_cmd->parsed();
         CheckOptions& opts = is_run ? run : build;

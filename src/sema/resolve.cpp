@@ -464,6 +464,12 @@ private:
                 .note("add `on M` before `with` or `partial`");
             return;
         }
+        if (type.auto_layout && type.partial) {
+            diags_.emit(DiagCode::E0404, type.partial_span,
+                        "`with auto` is a layout the compiler chooses, with no pending sum; it has no `partial`")
+                .note("drop `partial`, or write the layout (`with {...} partial {...}`)");
+            return;
+        }
         if (type.any_layout && type.partial) {
             diags_.emit(DiagCode::E0404, type.partial_span,
                         "`with _` takes the value's layout with its pending sums completed; it has no `partial`")

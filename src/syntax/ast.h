@@ -83,6 +83,10 @@ struct Type {
     std::optional<Ident> mesh;                // Tensor: `on M`
     std::optional<Layout> layout;             // Tensor: `with {...}`
     bool any_layout = false;                  // Tensor: `with _` (the layout of the value)
+    // Tensor: `with auto`, a layout the compiler chooses (src/autopar/). Until the solver
+    // has written one in, the checker reads it as `with _` (any_layout is set too).
+    bool auto_layout = false;
+    Span auto_span;                           // the `auto` token
     std::optional<std::vector<Ident>> partial;// Tensor: `partial {...}`
     Span partial_span;
     std::vector<const Type*> elements;        // Tuple

@@ -326,7 +326,11 @@ std::string type_to_string(const Type& type) {
         out += "]";
         if (type.mesh) out += fmt::format(" on {}", type.mesh->name);
         if (type.layout) out += " with " + layout_to_string(*type.layout);
-        if (type.any_layout) out += " with _";
+        if (type.auto_layout) {
+            out += " with auto";
+        } else if (type.any_layout) {
+            out += " with _";
+        }
         if (type.partial) out += " partial {" + join_idents(*type.partial) + "}";
         return out;
     }

@@ -778,6 +778,13 @@ private:
                     t.any_layout = true;  // `with _`: whatever layout the value has
                     goto after_layout;
                 }
+                if (at(TokenKind::KwAuto)) {
+                    // `with auto`: chosen by the layout solver; read as `_` until then.
+                    t.auto_span = tok_span();
+                    bump();
+                    t.auto_layout = t.any_layout = true;
+                    goto after_layout;
+                }
                 const Layout* layout = parse_layout();
                 if (!layout) return nullptr;
                 t.layout = *layout;

@@ -20,8 +20,9 @@ ALLOWED = {
     "transform": {"support", "solver", "ir"},
     "spmd": {"support", "ir"},
     "codegen": {"support", "ir", "spmd"},
-    "lsp": {"support", "syntax", "solver", "ir", "sema", "transform"},
-    "driver": {"support", "syntax", "solver", "ir", "sema", "transform", "spmd", "codegen", "lsp"},
+    "autopar": {"support", "syntax", "solver", "ir", "sema", "transform"},
+    "lsp": {"support", "syntax", "solver", "ir", "sema", "transform", "autopar"},
+    "driver": {"support", "syntax", "solver", "ir", "sema", "transform", "autopar", "spmd", "codegen", "lsp"},
 }
 SRC_FOLDERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

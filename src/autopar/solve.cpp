@@ -1,0 +1,535 @@
+// solve: the choice of every `auto` site's layout (the method is in shard.h).
+//
+//  1. The baseline: every site `_` (struct fields `{}`), checked and costed.
+//  2. The sweep: each site's every other candidate, the rest as in the baseline. A
+//     candidate that does not check is dropped. An instance's share that changes with
+//     site s depends on s: that gives each share's sites.
+//  3. The tables: a share that depends on two or more sites is checked over their joint
+//     choices (several tables filled by one check where their sites allow), up to the
+//     evaluation budget; an entry left unchecked is estimated additively (and the solve
+//     is then not exact).
+//  4. The 0-1 program: x[s][c] one-hot per site; y[k][j] one-hot per table, tied to the
+//     x of its sites; the objective the shares; the memory row (when a budget is given)
+//     the baseline's peak plus each choice's change of it. CBC solves it.
+//  5. The answer checked: a plan that fails to check or exceeds the budget is cut off
+//     and the program solved again. A measured cost that differs from the program's
+//     objective means a dependency the sweep did not see: coordinate descent from there
+//     on measured costs then finishes the search.
+//  6. Per site, the best plan with another choice there (the program solved again with
+//     the chosen candidate excluded), checked: the "why" of the report.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "autopar/internal.h"
+#include "sema/rebind.h"
+#include "solver/ilp.h"
+
+namespace meshc::autopar {
+
+namespace {
+
+constexpr double kNs = 1e9;             // objective in nanoseconds
+constexpr double kMiB = 1024.0 * 1024;  // memory row in MiB
+constexpr size_t kMaxTable = 4096;      // joint entries tabulated per share
+
+bool same_cost(double a, double b) { return std::abs(a - b) <= 1e-12 + 1e-9 * std::max(std::abs(a), std::abs(b)); }
+
+struct Table {
+    std::string key;
+    std::vector<size_t> sites;  // sorted
+    std::map<std::vector<int>, double> known;
+    std::set<std::vector<int>> failed;  // joint entries whose check failed (not known)
+    std::vector<std::vector<int>> entries;  // every joint entry over feasible candidates
+};
+
+class Solver {
+public:
+    Solver(const ShardOptions& options, ShardResult& r, const std::map<std::string, std::string>& originals)
+        : options_(options), r_(r), originals_(originals), begin_(std::chrono::steady_clock::now()) {}
+
+    double elapsed() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
+    }
+    bool budget_left() const {
+        return r_.evaluations < options_.max_evaluations && elapsed() < options_.time_limit_s;
+    }
+
+    const Evaluation& eval(const std::vector<int>& x) {
+        auto it = cache_.find(x);
+        if (it != cache_.end()) return it->second;
+        ++r_.evaluations;
+        Evaluation e = evaluate(options_, rewrite(r_.sites, x, originals_));
+        auto [at, inserted] = cache_.emplace(x, std::move(e));
+        if (at->second.ok) record(x, at->second);
+        return at->second;
+    }
+
+    bool fits(const Evaluation& e) const { return options_.memory_budget <= 0 || e.peak <= options_.memory_budget; }
+
+    // Returns false when the baseline does not check: the program's own errors.
+    bool run();
+    // The least peak of any plan checked, and of the plan the memory row rates least.
+    int64_t smallest_peak();
+
+private:
+    double share(const Evaluation& e, const std::string& key) const {
+        auto it = e.shares.find(key);
+        return it == e.shares.end() ? 0.0 : it->second;
+    }
+    void record(const std::vector<int>& x, const Evaluation& e) {
+        for (Table& t : tables_) {
+            std::vector<int> j;
+            for (size_t s : t.sites) j.push_back(x[s]);
+            t.known.emplace(std::move(j), share(e, t.key));
+        }
+    }
+    std::vector<int> with(size_t s, int c) const {
+        std::vector<int> x = x0_;
+        x[s] = c;
+        return x;
+    }
+    void sweep();
+    void tabulate();
+    struct Program {
+        solver::IlpProblem ilp;
+        std::vector<std::vector<int>> x;  // x[s][c]: variable, or -1 (candidate dropped)
+        double constant = 0;              // ns: shares that depend on no site
+    };
+    Program build(bool memory_row = true) const;
+    std::vector<int> decode(const Program& p, const solver::IlpResult& res) const;
+    std::optional<std::vector<int>> solve_checked(Program& p, solver::IlpResult* out);
+    void cut(Program& p, const std::vector<int>& x) const;
+    void descend(std::vector<int>& x);
+    void answer_sites(const Program& base, const std::vector<int>& x);
+
+    const ShardOptions& options_;
+    ShardResult& r_;
+    const std::map<std::string, std::string>& originals_;
+    std::chrono::steady_clock::time_point begin_;
+    std::map<std::vector<int>, Evaluation> cache_;
+    std::vector<int> x0_;
+    std::vector<std::vector<bool>> feasible_;
+    std::map<std::string, std::set<size_t>> deps_;
+    std::vector<Table> tables_;
+    std::set<std::string> keys_;  // every share key met
+};
+
+void Solver::sweep() {
+    const Evaluation base = eval(x0_);
+    for (const auto& [k, v] : base.shares) keys_.insert(k);
+    feasible_.assign(r_.sites.size(), {});
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        feasible_[s].assign(r_.sites[s].candidates.size(), false);
+        feasible_[s][static_cast<size_t>(x0_[s])] = true;
+        for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+            if (static_cast<int>(c) == x0_[s]) continue;
+            if (!budget_left()) {
+                r_.exact = false;
+                break;
+            }
+            const Evaluation& e = eval(with(s, static_cast<int>(c)));
+            if (!e.ok) continue;
+            feasible_[s][c] = true;
+            std::set<std::string> keys;
+            for (const auto& [k, v] : e.shares) keys.insert(k);
+            for (const auto& [k, v] : base.shares) keys.insert(k);
+            for (const std::string& k : keys) {
+                keys_.insert(k);
+                if (!same_cost(share(e, k), share(base, k))) deps_[k].insert(s);
+            }
+        }
+    }
+}
+
+void Solver::tabulate() {
+    for (const auto& [key, sites] : deps_) {
+        if (sites.size() < 2) continue;
+        Table t;
+        t.key = key;
+        t.sites.assign(sites.begin(), sites.end());
+        size_t size = 1;
+        for (size_t s : t.sites) {
+            size_t n = static_cast<size_t>(std::count(feasible_[s].begin(), feasible_[s].end(), true));
+            size = size > kMaxTable ? size : size * n;
+        }
+        if (size > kMaxTable) {
+            r_.exact = false;  // estimated additively: the descent finishes the search
+            continue;
+        }
+        std::vector<int> j(t.sites.size(), 0);
+        std::function<void(size_t)> enumerate = [&](size_t i) {
+            if (i == t.sites.size()) {
+                t.entries.push_back(j);
+                return;
+            }
+            for (size_t c = 0; c < feasible_[t.sites[i]].size(); ++c) {
+                if (!feasible_[t.sites[i]][c]) continue;
+                j[i] = static_cast<int>(c);
+                enumerate(i + 1);
+            }
+        };
+        enumerate(0);
+        tables_.push_back(std::move(t));
+    }
+    // What the checks so far already say.
+    for (const auto& [x, e] : cache_) {
+        if (e.ok) record(x, e);
+    }
+    // Each check fills one unknown entry of as many tables as agree on their shared sites.
+    while (budget_left()) {
+        std::vector<int> x(r_.sites.size(), -1);
+        std::vector<std::pair<size_t, std::vector<int>>> targeted;
+        for (size_t ti = 0; ti < tables_.size(); ++ti) {
+            Table& t = tables_[ti];
+            for (const std::vector<int>& j : t.entries) {
+                if (t.known.count(j) || t.failed.count(j)) continue;
+                bool consistent = true;
+                for (size_t i = 0; i < t.sites.size() && consistent; ++i) {
+                    consistent = x[t.sites[i]] < 0 || x[t.sites[i]] == j[i];
+                }
+                if (!consistent) continue;
+                for (size_t i = 0; i < t.sites.size(); ++i) x[t.sites[i]] = j[i];
+                targeted.push_back({ti, j});
+                break;
+            }
+        }
+        if (targeted.empty()) break;
+        for (size_t s = 0; s < x.size(); ++s) {
+            if (x[s] < 0) x[s] = x0_[s];
+        }
+        const Evaluation& e = eval(x);
+        if (!e.ok) {
+            for (auto& [ti, j] : targeted) tables_[ti].failed.insert(j);
+        }
+    }
+    for (const Table& t : tables_) {
+        if (t.known.size() < t.entries.size()) r_.exact = false;
+    }
+}
+
+Solver::Program Solver::build(bool memory_row) const {
+    Program p;
+    const Evaluation& base = cache_.at(x0_);
+    auto add_var = [&](double cost) {
+        p.ilp.objective.push_back(cost);
+        return static_cast<int>(p.ilp.objective.size() - 1);
+    };
+    p.x.resize(r_.sites.size());
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        solver::IlpRow one;
+        one.sense = 'E';
+        one.rhs = 1;
+        for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+            if (!feasible_[s][c]) {
+                p.x[s].push_back(-1);
+                continue;
+            }
+            // A tie goes to the earlier candidate (`_`, then `{}`, ...).
+            int v = add_var(1e-6 * static_cast<double>(c));
+            p.x[s].push_back(v);
+            one.terms.push_back({v, 1.0});
+        }
+        p.ilp.rows.push_back(std::move(one));
+    }
+    auto unary = [&](size_t s, size_t c, const std::string& key) {
+        const Evaluation& e = static_cast<int>(c) == x0_[s] ? base : cache_.at(with(s, static_cast<int>(c)));
+        return share(e, key);
+    };
+    std::set<std::string> tabled;
+    for (const Table& t : tables_) tabled.insert(t.key);
+    for (const std::string& key : keys_) {
+        auto d = deps_.find(key);
+        if (d == deps_.end() || d->second.empty()) {
+            p.constant += share(base, key) * kNs;
+            continue;
+        }
+        if (tabled.count(key)) continue;
+        // One site, or too many to tabulate: additive in the sites' changes.
+        p.constant += share(base, key) * kNs;
+        for (size_t s : d->second) {
+            for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+                if (p.x[s][c] < 0) continue;
+                p.ilp.objective[static_cast<size_t>(p.x[s][c])] += (unary(s, c, key) - share(base, key)) * kNs;
+            }
+        }
+    }
+    for (const Table& t : tables_) {
+        solver::IlpRow one;
+        one.sense = 'E';
+        one.rhs = 1;
+        // link[i][c]: the entries with site i's choice c.
+        std::vector<std::map<int, std::vector<int>>> link(t.sites.size());
+        for (const std::vector<int>& j : t.entries) {
+            double value;
+            if (auto it = t.known.find(j); it != t.known.end()) {
+                value = it->second;
+            } else {
+                value = share(base, t.key);
+                for (size_t i = 0; i < t.sites.size(); ++i) {
+                    value += unary(t.sites[i], static_cast<size_t>(j[i]), t.key) - share(base, t.key);
+                }
+            }
+            int v = add_var(value * kNs);
+            one.terms.push_back({v, 1.0});
+            for (size_t i = 0; i < t.sites.size(); ++i) link[i][j[i]].push_back(v);
+        }
+        p.ilp.rows.push_back(std::move(one));
+        for (size_t i = 0; i < t.sites.size(); ++i) {
+            for (auto& [c, vars] : link[i]) {
+                solver::IlpRow tie;
+                tie.sense = 'E';
+                tie.rhs = 0;
+                for (int v : vars) tie.terms.push_back({v, 1.0});
+                tie.terms.push_back({p.x[t.sites[i]][static_cast<size_t>(c)], -1.0});
+                p.ilp.rows.push_back(std::move(tie));
+            }
+        }
+    }
+    if (options_.memory_budget > 0 && memory_row) {
+        solver::IlpRow memory;
+        memory.sense = 'L';
+        memory.rhs = static_cast<double>(options_.memory_budget - base.peak) / kMiB;
+        for (size_t s = 0; s < r_.sites.size(); ++s) {
+            for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+                if (p.x[s][c] < 0 || static_cast<int>(c) == x0_[s]) continue;
+                const Evaluation& e = cache_.at(with(s, static_cast<int>(c)));
+                double delta = static_cast<double>(e.peak - base.peak) / kMiB;
+                if (delta != 0) memory.terms.push_back({p.x[s][c], delta});
+            }
+        }
+        p.ilp.rows.push_back(std::move(memory));
+    }
+    p.ilp.time_limit_s = std::max(0.5, options_.time_limit_s - elapsed());
+    return p;
+}
+
+std::vector<int> Solver::decode(const Program& p, const solver::IlpResult& res) const {
+    std::vector<int> x(r_.sites.size(), 0);
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        for (size_t c = 0; c < p.x[s].size(); ++c) {
+            if (p.x[s][c] >= 0 && res.values[static_cast<size_t>(p.x[s][c])]) x[s] = static_cast<int>(c);
+        }
+    }
+    return x;
+}
+
+// Excludes the plan `x` (it failed to check, or its real peak is over the budget).
+void Solver::cut(Program& p, const std::vector<int>& x) const {
+    solver::IlpRow row;
+    row.sense = 'L';
+    row.rhs = static_cast<double>(x.size()) - 1;
+    for (size_t s = 0; s < x.size(); ++s) row.terms.push_back({p.x[s][static_cast<size_t>(x[s])], 1.0});
+    p.ilp.rows.push_back(std::move(row));
+}
+
+// Solves `p`, cutting off answers that do not check or do not fit; nullopt: none left.
+std::optional<std::vector<int>> Solver::solve_checked(Program& p, solver::IlpResult* out) {
+    for (int round = 0; round < 32; ++round) {
+        solver::IlpResult res = solver::solve_ilp(p.ilp);
+        r_.ilp_seconds += res.seconds;
+        if (out) *out = res;
+        if (res.status != solver::IlpResult::Status::Optimal && res.status != solver::IlpResult::Status::Feasible) {
+            return std::nullopt;
+        }
+        std::vector<int> x = decode(p, res);
+        const Evaluation& e = eval(x);
+        if (e.ok && fits(e)) return x;
+        cut(p, x);
+        if (!budget_left()) return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+// Coordinate descent on measured costs: each site's every candidate, the cheapest that
+// fits kept, until a pass changes nothing.
+void Solver::descend(std::vector<int>& x) {
+    bool improved = true;
+    while (improved && budget_left()) {
+        improved = false;
+        for (size_t s = 0; s < x.size() && budget_left(); ++s) {
+            double best = eval(x).cost;
+            for (size_t c = 0; c < r_.sites[s].candidates.size() && budget_left(); ++c) {
+                if (static_cast<int>(c) == x[s] || !feasible_[s][c]) continue;
+                std::vector<int> y = x;
+                y[s] = static_cast<int>(c);
+                const Evaluation& e = eval(y);
+                if (e.ok && fits(e) && e.cost < best * (1 - 1e-12)) {
+                    best = e.cost;
+                    x = y;
+                    improved = true;
+                }
+            }
+        }
+    }
+}
+
+void Solver::answer_sites(const Program& base, const std::vector<int>& x) {
+    const double cost = eval(x).cost;
+    r_.answers.assign(r_.sites.size(), SiteAnswer{});
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        SiteAnswer& a = r_.answers[s];
+        a.chosen = x[s];
+        a.cost = cost;
+        if (!budget_left()) continue;
+        Program p = base;
+        solver::IlpRow exclude;
+        exclude.sense = 'E';
+        exclude.rhs = 0;
+        exclude.terms.push_back({p.x[s][static_cast<size_t>(x[s])], 1.0});
+        p.ilp.rows.push_back(std::move(exclude));
+        p.ilp.start.clear();
+        if (auto y = solve_checked(p, nullptr)) {
+            a.next_best = (*y)[s];
+            a.next_best_cost = eval(*y).cost;
+        }
+    }
+}
+
+int64_t Solver::smallest_peak() {
+    if (feasible_.size() == r_.sites.size()) {
+        Program p = build(false);
+        std::fill(p.ilp.objective.begin(), p.ilp.objective.end(), 0.0);
+        const Evaluation& base = cache_.at(x0_);
+        for (size_t s = 0; s < r_.sites.size(); ++s) {
+            for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+                if (p.x[s][c] < 0 || static_cast<int>(c) == x0_[s]) continue;
+                const Evaluation& e = cache_.at(with(s, static_cast<int>(c)));
+                p.ilp.objective[static_cast<size_t>(p.x[s][c])] = static_cast<double>(e.peak - base.peak) / kMiB;
+            }
+        }
+        solver::IlpResult res = solver::solve_ilp(p.ilp);
+        if (res.status == solver::IlpResult::Status::Optimal || res.status == solver::IlpResult::Status::Feasible) {
+            eval(decode(p, res));
+        }
+    }
+    int64_t best = -1;
+    for (const auto& [x, e] : cache_) {
+        if (e.ok && (best < 0 || e.peak < best)) best = e.peak;
+    }
+    return best;
+}
+
+bool Solver::run() {
+    // 1. The baseline: `_` where allowed (what inference alone does), else `{}`.
+    x0_.assign(r_.sites.size(), 0);
+    r_.baseline = eval(x0_);
+    if (!r_.baseline.ok) {
+        for (size_t s = 0; s < r_.sites.size(); ++s) {
+            const auto& c = r_.sites[s].candidates;
+            x0_[s] = static_cast<int>(std::find(c.begin(), c.end(), "{}") - c.begin());
+        }
+        r_.baseline = eval(x0_);
+        if (!r_.baseline.ok) return false;
+    }
+    r_.exact = true;
+    sweep();
+    tabulate();
+    Program p = build();
+    r_.ilp_variables = static_cast<int>(p.ilp.objective.size());
+    r_.ilp_rows = static_cast<int>(p.ilp.rows.size());
+    solver::IlpResult res;
+    std::optional<std::vector<int>> x = solve_checked(p, &res);
+    if (!x) {
+        // Nothing the program allows fits: E0710 (reported by solve()).
+        r_.method = "ilp";
+        return true;
+    }
+    r_.method = "ilp";
+    r_.proven_optimal = res.status == solver::IlpResult::Status::Optimal;
+    r_.ilp_objective = (res.objective + p.constant) / kNs;
+    r_.lp_bound = (res.lp_bound + p.constant) / kNs;
+    r_.gap = r_.ilp_objective > 0 ? std::max(0.0, (r_.ilp_objective - r_.lp_bound) / r_.ilp_objective) : 0;
+    // The tie-break terms are below a femtosecond per site: measured and predicted agree
+    // when the shares are exact.
+    const double tolerance = 1e-6 * static_cast<double>(r_.sites.size()) * 128 / kNs;
+    if (!r_.exact || std::abs(eval(*x).cost - r_.ilp_objective) > tolerance + 1e-9 * r_.ilp_objective) {
+        r_.exact = false;
+        r_.method = "ilp, then coordinate descent";
+        descend(*x);
+    }
+    answer_sites(p, *x);
+    // A next-best plan that measures cheaper than the chosen one (possible only when the
+    // shares were estimated) becomes the plan.
+    for (int round = 0; round < 4; ++round) {
+        std::optional<std::vector<int>> better;
+        double best = eval(*x).cost;
+        for (size_t s = 0; s < r_.answers.size(); ++s) {
+            const SiteAnswer& a = r_.answers[s];
+            if (a.next_best >= 0 && a.next_best_cost < best * (1 - 1e-12)) {
+                std::vector<int> y = *x;
+                y[s] = a.next_best;
+                const Evaluation& e = eval(y);
+                if (e.ok && fits(e) && e.cost < best) {
+                    best = e.cost;
+                    better = y;
+                }
+            }
+        }
+        if (!better) break;
+        *x = *better;
+        r_.exact = false;
+        descend(*x);
+        answer_sites(p, *x);
+    }
+    r_.final = eval(*x);
+    r_.rewritten = rewrite(r_.sites, *x, originals_);
+    return true;
+}
+
+}  // namespace
+
+std::optional<ShardResult> solve(SourceManager& sources, DiagnosticEngine& diags, const ShardOptions& options) {
+    auto begin = std::chrono::steady_clock::now();
+    sema::LoadOptions load{options.stdlib_dir, options.overlays};
+    sema::Program program = sema::load_program(sources, diags, options.path, load);
+    if (program.modules.empty() || diags.has_errors()) return std::nullopt;
+    if (!options.meshes.empty()) {
+        sema::rebind_meshes(program, options.meshes, diags);
+        if (diags.has_errors()) return std::nullopt;
+    }
+    ShardResult r;
+    r.memory_budget = options.memory_budget;
+    r.sites = find_sites(sources, program, options.stdlib_dir);
+    if (r.sites.empty()) return r;
+    std::map<std::string, std::string> originals;
+    for (const Site& s : r.sites) {
+        originals.emplace(s.canonical, std::string(sources.text(s.file)));
+        r.display_path.emplace(s.canonical, s.path);
+    }
+    bool has_main = false;
+    for (const ast::Item* item : program.modules.front()->items) has_main |= item->kind == ast::ItemKind::Fn && item->name.name == "main";
+    if (!has_main) {
+        diags.emit(DiagCode::E0711, r.sites.front().span,
+                   fmt::format("`{}` has no `main`: the layouts written `auto` are chosen for what one run of `main` "
+                               "costs, and nothing runs",
+                               options.path))
+            .note("check the program that imports this module (its `main` fixes the sizes and the mesh)");
+        return std::nullopt;
+    }
+    Solver solver(options, r, originals);
+    if (!solver.run()) {
+        // The program does not check even with every site `_` or `{}`: its own errors,
+        // which the caller reports by checking it as written (`auto` read as `_`).
+        r.sites.clear();
+        r.program_errors = true;
+        return r;
+    }
+    if (!r.final.ok) {
+        // No plan fits the budget: the smallest that any checked plan needed.
+        auto& d = diags.emit(DiagCode::E0710, r.sites.front().span,
+                             fmt::format("no layout of the {} `auto` sites fits in {} bytes per device", r.sites.size(),
+                                         options.memory_budget));
+        int64_t smallest = solver.smallest_peak();
+        if (smallest > 0) d.note(fmt::format("the smallest budget that works is {} bytes per device", smallest));
+        return std::nullopt;
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    return r;
+}
+
+}  // namespace meshc::autopar
