@@ -59,12 +59,12 @@ void print_text(std::ostream& out, const SourceManager& sources, const ShardResu
                        time_text(f.cost), time_text(f.compute), time_text(f.communication), f.peak, f.state, f.saved,
                        f.temporaries,
                        r.memory_budget > 0 ? fmt::format(" (budget {})", r.memory_budget) : std::string());
-    out << fmt::format("inference alone (every site `_`): cost per run {}, memory at peak {} bytes per device\n",
+    out << fmt::format("inference alone (`_` where allowed, else `{{}}`): cost per run {}, memory at peak {} bytes per device\n",
                        time_text(r.baseline.cost), r.baseline.peak);
     out << fmt::format("solver: {}; {} candidate programs checked; 0-1 program of {} variables and {} rows, "
-                       "optimum {}, LP bound {}, gap {:.3f}%{}; {} in all ({} in CBC)\n",
+                       "optimum {}, LP relaxation {} ({:.3f}% below), gap {:.3f}%{}; {} in all ({} in CBC)\n",
                        r.method, r.evaluations, r.ilp_variables, r.ilp_rows, time_text(r.ilp_objective),
-                       time_text(r.lp_bound), r.gap * 100, r.proven_optimal ? ", proven optimal" : "",
+                       time_text(r.lp_bound), r.lp_gap * 100, r.gap * 100, r.proven_optimal ? ", proven optimal" : "",
                        time_text(r.seconds), time_text(r.ilp_seconds));
     out << (r.exact ? "certificate: every instance's share was checked over all the choices of the sites it depends "
                       "on, so the plan is the cheapest of the candidates under the cost model\n"
@@ -106,6 +106,8 @@ void print_json(std::ostream& out, const SourceManager& sources, const ShardResu
     s["proven_optimal"] = r.proven_optimal;
     s["objective_s"] = r.ilp_objective;
     s["lp_bound_s"] = r.lp_bound;
+    s["lp_gap"] = r.lp_gap;
+    s["best_bound_s"] = r.best_bound;
     s["gap"] = r.gap;
     s["variables"] = r.ilp_variables;
     s["rows"] = r.ilp_rows;

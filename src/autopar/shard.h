@@ -94,7 +94,9 @@ struct ShardResult {
     std::string method;        // "ilp" or "coordinate descent"
     bool exact = false;        // every instance share tabulated over its sites' choices
     bool proven_optimal = false;  // CBC proved the 0-1 program's optimum
-    double ilp_objective = 0, lp_bound = 0, gap = 0;
+    /// The 0-1 program's optimum, the LP relaxation's bound (lp_gap: how far below the
+    /// optimum it is), and CBC's final bound (gap: the optimality gap, 0 when proven).
+    double ilp_objective = 0, lp_bound = 0, lp_gap = 0, best_bound = 0, gap = 0;
     int ilp_variables = 0, ilp_rows = 0;
     int evaluations = 0;
     double seconds = 0, ilp_seconds = 0;
