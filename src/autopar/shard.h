@@ -29,6 +29,7 @@
 #include "sema/loader.h"
 #include "support/diagnostics.h"
 #include "support/source_manager.h"
+#include "syntax/parser.h"
 
 namespace meshc::autopar {
 
@@ -104,6 +105,9 @@ struct ShardResult {
     /// The files with sites, rewritten: every `auto` replaced by its chosen layout.
     std::map<std::string, std::string> rewritten;  // by canonical path
     std::map<std::string, std::string> display_path;  // canonical path -> as given
+    /// The chosen layouts by canonical path and `auto` offset: sema::LoadOptions's
+    /// auto_layouts, so that the program reads as solved with its own spans.
+    std::map<std::string, syntax::AutoLayouts> chosen;
 };
 
 /// Solves the `auto` sites of `options.path`. Errors (the program's own, E0710 when no

@@ -540,6 +540,10 @@ bool Solver::run() {
     }
     r_.final = eval(*x);
     r_.rewritten = rewrite(r_.sites, *x, originals_);
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        const Site& site = r_.sites[s];
+        r_.chosen[site.canonical][site.begin] = site.candidates[static_cast<size_t>((*x)[s])];
+    }
     return true;
 }
 

@@ -563,16 +563,14 @@ int run_check(const CheckOptions& options) {
             return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, load));
         });
         // `with auto`: the layouts are solved, and the program is read again with them
-        // written in (what `meshc shard -o` writes).
-        std::map<std::string, std::string> solved_overlay;
+        // in place of `auto` (what `meshc shard -o` writes; spans stay the text's own).
+        std::optional<autopar::ShardResult> solved;
         if (!diags.has_errors() && has_auto_sites(sources, *program_owner, options.stdlib_dir)) {
-            auto solved = timer.run("auto", [&] { return solve_auto(options, sources, diags, path, load.overlays); });
+            solved = timer.run("auto", [&] { return solve_auto(options, sources, diags, path, load.overlays); });
             if (!solved) continue;
             if (!solved->sites.empty() && !solved->program_errors) {
-                if (load.overlays) solved_overlay = *load.overlays;
-                for (const auto& [file, text] : solved->rewritten) solved_overlay[file] = text;
                 sema::LoadOptions again = load;
-                again.overlays = &solved_overlay;
+                again.auto_layouts = &solved->chosen;
                 program_owner = timer.run("parse", [&] {
                     return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, again));
                 });

@@ -486,11 +486,28 @@ json diagnostics_json(const Analysis& a, Positions& pos) {
 
 // ------------------------------------------------------------------ hover
 
+namespace {
+
+// The solved `with auto` site of the root file overlapping [begin, end], if any.
+const AutoSite* auto_site_at(const Analysis& a, uint32_t begin, uint32_t end) {
+    if (a.root == kNoFile) return nullptr;
+    const std::string root = canonical_path(a.sources.path(a.root));
+    for (const AutoSite& s : a.auto_sites) {
+        if (s.canonical == root && s.begin <= end && begin <= s.end) return &s;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
 json hover(const Analysis& a, Positions& pos, uint32_t offset) {
     if (!a.program || a.program->modules.empty()) return nullptr;
     std::string md;
     Span range;
-    if (const sema::NameRef* ref = ref_at(a, offset)) {
+    if (const AutoSite* site = auto_site_at(a, offset, offset)) {
+        md = fmt::format("{}: `auto` → `with {}`\n\n{}\n\n---\n\n{}", site->what, site->layout, site->why, a.auto_plan);
+        range = Span{a.root, site->begin, site->end};
+    } else if (const sema::NameRef* ref = ref_at(a, offset)) {
         range = ref->use;
         std::string name(a.sources.text(ref->use));
         switch (ref->kind) {
@@ -856,6 +873,15 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
         }
         out.push_back(std::move(action));
     };
+    // `with auto`: write the solved layout in.
+    const std::string root = canonical_path(a.sources.path(a.root));
+    for (const AutoSite& site : a.auto_sites) {
+        if (site.canonical != root || site.begin > end || begin > site.end) continue;
+        out.push_back(json{{"title", fmt::format("Write the solved layout: with {}", site.layout)},
+                           {"kind", "quickfix"},
+                           {"edit", {{"changes", {{uri, json::array({{{"range", pos.range(Span{a.root, site.begin, site.end})},
+                                                                      {"newText", site.layout}}})}}}}}});
+    }
     // E0406 (strict communication): its note names the reshard to write.
     static const std::regex kReshard("`reshard\\([^,`]*, (.*)\\)` \\(or");
     json diagnostics = diagnostics_json(a, pos);

@@ -112,7 +112,12 @@ private:
 
     void add_module(FileId file, const std::string& key) {
         by_path_[key] = program_.modules.size();
-        program_.modules.push_back(syntax::parse_file(sources_, file, diags_));
+        const syntax::AutoLayouts* chosen = nullptr;
+        if (options_.auto_layouts) {
+            auto it = options_.auto_layouts->find(key);
+            if (it != options_.auto_layouts->end()) chosen = &it->second;
+        }
+        program_.modules.push_back(syntax::parse_file(sources_, file, diags_, chosen));
     }
 
     void import(const ast::Module& from, const ast::Item& item) {

@@ -11,6 +11,7 @@
 
 #include "support/diagnostics.h"
 #include "syntax/ast.h"
+#include "syntax/parser.h"
 
 namespace meshc::sema {
 
@@ -19,6 +20,10 @@ struct LoadOptions {
     /// Files to read from memory instead of disk, by canonical path (the language
     /// server's open documents, edited and not saved). May be null.
     const std::map<std::string, std::string>* overlays = nullptr;
+    /// The layouts chosen for `with auto` sites, by canonical path (syntax::AutoLayouts;
+    /// the layout solver's answer, read as if written in). May be null; must outlive the
+    /// program.
+    const std::map<std::string, syntax::AutoLayouts>* auto_layouts = nullptr;
 };
 
 struct Program {

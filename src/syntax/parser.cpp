@@ -7,6 +7,7 @@
 #include "syntax/parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -78,8 +79,8 @@ std::optional<BinOpInfo> binary_op_of(TokenKind k) {
 
 class Parser {
 public:
-    Parser(const SourceManager& sources, FileId file, DiagnosticEngine& diags)
-        : file_(file), text_(sources.text(file)), diags_(diags) {
+    Parser(const SourceManager& sources, FileId file, DiagnosticEngine& diags, const AutoLayouts* chosen)
+        : file_(file), text_(sources.text(file)), diags_(diags), chosen_(chosen) {
         module_ = std::make_unique<Module>();
         module_->file = file;
         filter_tokens(lex(sources, file, diags));
@@ -701,6 +702,74 @@ private:
         });
     }
 
+    // The solver's layout text for a `with auto` (see AutoLayouts): `_`, or `{KEY: AXIS,
+    // KEY: (AXIS, AXIS), ...}` with KEY a name or a position. Names point into `text`.
+    void read_chosen_layout(Type& t, const std::string& text) {
+        if (text == "_") {
+            t.auto_layout = false;
+            return;
+        }
+        std::string_view v(text);
+        if (v.size() < 2 || v.front() != '{' || v.back() != '}') return;
+        v = v.substr(1, v.size() - 2);
+        auto trim = [](std::string_view x) {
+            while (!x.empty() && x.front() == ' ') x.remove_prefix(1);
+            while (!x.empty() && x.back() == ' ') x.remove_suffix(1);
+            return x;
+        };
+        auto is_name = [](std::string_view x) {
+            if (x.empty() || !(std::isalpha(static_cast<unsigned char>(x[0])) || x[0] == '_')) return false;
+            return std::all_of(x.begin(), x.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        };
+        Layout layout;
+        layout.span = t.auto_span;
+        while (!trim(v).empty()) {
+            v = trim(v);
+            size_t colon = v.find(':');
+            if (colon == std::string_view::npos) return;
+            std::string_view key = trim(v.substr(0, colon));
+            v = trim(v.substr(colon + 1));
+            std::string_view axes;
+            if (!v.empty() && v.front() == '(') {
+                size_t close = v.find(')');
+                if (close == std::string_view::npos) return;
+                axes = v.substr(1, close - 1);
+                v = v.substr(close + 1);
+            } else {
+                size_t comma = v.find(',');
+                axes = v.substr(0, comma);
+                v = comma == std::string_view::npos ? std::string_view() : v.substr(comma);
+            }
+            v = trim(v);
+            if (!v.empty()) {
+                if (v.front() != ',') return;
+                v.remove_prefix(1);
+            }
+            LayoutEntry e;
+            e.span = e.key_span = t.auto_span;
+            if (is_name(key)) {
+                e.key_name = Ident{key, t.auto_span};
+            } else if (!key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                       key.size() < 10) {
+                e.key_pos = std::stoll(std::string(key));
+            } else {
+                return;
+            }
+            while (!trim(axes).empty()) {
+                axes = trim(axes);
+                size_t comma = axes.find(',');
+                std::string_view axis = trim(axes.substr(0, comma));
+                if (!is_name(axis)) return;
+                e.axes.push_back(Ident{axis, t.auto_span});
+                axes = comma == std::string_view::npos ? std::string_view() : axes.substr(comma + 1);
+            }
+            if (e.axes.empty()) return;
+            layout.entries.push_back(std::move(e));
+        }
+        t.layout = std::move(layout);
+        t.auto_layout = t.any_layout = false;
+    }
+
     const Layout* parse_layout() {
         Layout layout;
         uint32_t begin = tok().begin;
@@ -783,6 +852,11 @@ private:
                     t.auto_span = tok_span();
                     bump();
                     t.auto_layout = t.any_layout = true;
+                    if (chosen_) {
+                        if (auto it = chosen_->find(t.auto_span.begin); it != chosen_->end()) {
+                            read_chosen_layout(t, it->second);
+                        }
+                    }
                     goto after_layout;
                 }
                 const Layout* layout = parse_layout();
@@ -1369,6 +1443,7 @@ private:
     FileId file_;
     std::string_view text_;
     DiagnosticEngine& diags_;
+    const AutoLayouts* chosen_ = nullptr;
     std::unique_ptr<Module> module_;
     std::vector<Token> tokens_;
     std::vector<bool> after_lex_error_;
@@ -1382,8 +1457,8 @@ private:
 }  // namespace
 
 std::unique_ptr<ast::Module> parse_file(const SourceManager& sources, FileId file,
-                                        DiagnosticEngine& diags) {
-    return Parser(sources, file, diags).run();
+                                        DiagnosticEngine& diags, const AutoLayouts* chosen) {
+    return Parser(sources, file, diags, chosen).run();
 }
 
 }  // namespace meshc::syntax

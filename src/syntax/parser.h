@@ -6,7 +6,9 @@
 // docs/grammar-spec.txt (checked against grammar/mesh.y by the conformance test).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "support/diagnostics.h"
 #include "syntax/ast.h"
@@ -18,7 +20,15 @@ inline constexpr int kMaxNestingDepth = 256;
 /// Limit on an expression tree's height (long operator chains) -> E0107.
 inline constexpr uint32_t kMaxExprHeight = 1024;
 
+/// Layouts to read in place of `with auto` (the layout solver's answer, src/autopar/):
+/// by the byte offset of the `auto` token, a layout's text as the solver writes it: `_`,
+/// `{}`, `{H: model}`, `{0: (data, model), D: data}`. The type reads as if it were
+/// written there, every node spanning the `auto` token, so diagnostics and the editor
+/// keep pointing into the text as written. The map must outlive the module (its names
+/// point into it). A text not of that form leaves the site `auto` (read as `_`).
+using AutoLayouts = std::map<uint32_t, std::string>;
+
 std::unique_ptr<ast::Module> parse_file(const SourceManager& sources, FileId file,
-                                        DiagnosticEngine& diags);
+                                        DiagnosticEngine& diags, const AutoLayouts* chosen = nullptr);
 
 }  // namespace meshc::syntax

@@ -59,6 +59,28 @@ fn main() {
 }
 """
 
+AUTO = """\
+mesh Pod = [data: 2, model: 4];
+
+struct W[M: Mesh, D, H] {
+    w1: Tensor f32 [D, H] on M with auto,
+    w2: Tensor f32 [H, D] on M with auto,
+}
+
+fn loss(p: W[Pod, D, H], x: Tensor f32 [B, D] on Pod with {B: data}) -> f32 {
+    let h = relu(x @ p.w1);
+    let y = h @ p.w2;
+    mean(y * y)
+}
+
+fn main() {
+    let x = random_normal(1, [4096, 64]);
+    let p = W { w1: random_normal(2, [64, 256]) * 0.1, w2: random_normal(3, [256, 64]) * 0.1 };
+    let (l, g) = value_and_grad(loss)(p, x);
+    print("loss", l, sum(g.w1), sum(g.w2));
+}
+"""
+
 failures = []
 
 
@@ -242,6 +264,36 @@ def main():
         fixed = STRICT.replace("    x * 2.0\n", "    reshard(x * 2.0, {})\n")
         c.change_full(strict_uri, fixed, 2)
         check(c.diagnostics(strict_uri, 2) == [], "after the quick fix, no E0406")
+
+    # ------------------------------------------------------------ with auto
+    # Hover on `auto` shows the layout `meshc shard` chooses and why; a code action writes
+    # it in. The expected layout comes from `meshc shard` itself, run here.
+    import json as _json
+    import subprocess as _subprocess
+    auto_path = work / "auto.msh"
+    auto_path.write_text(AUTO)
+    auto_uri = uri_of(auto_path)
+    shard = _json.loads(_subprocess.run([args.meshc, "shard", "--format=json", "--stdlib", args.stdlib, str(auto_path)],
+                                        capture_output=True, text=True, check=True).stdout)
+    want = shard["sites"][0]["layout"]
+    c.open(auto_uri, AUTO, 1)
+    diags = c.diagnostics(auto_uri, 1)
+    check(diags == [], "a program with `with auto` has no diagnostics", diags)
+    al, ac = position_of(AUTO, "auto,", delta=1)
+    hv = c.at("textDocument/hover", auto_uri, al, ac)
+    text = hv["contents"]["value"] if hv else ""
+    check(f"`with {want}`" in text and "field `w1` of `W`" in text and "the best plan with" in text,
+          "hover on `auto`: the solved layout and why", text)
+    actions = c.request("textDocument/codeAction", {"textDocument": {"uri": auto_uri},
+                                                    "range": {"start": {"line": al, "character": ac},
+                                                              "end": {"line": al, "character": ac}},
+                                                    "context": {"diagnostics": []}})
+    edits = [e["newText"] for a in actions for e in a["edit"]["changes"].get(auto_uri, [])]
+    check(edits == [want], "codeAction on `auto`: writes the solved layout", actions)
+    no_main = AUTO[:AUTO.index("fn main()")]
+    c.change_full(auto_uri, no_main, 2)
+    diags = c.diagnostics(auto_uri, 2)
+    check(len(diags) == 1 and diags[0]["code"] == "E0711", "`auto` without `main`: E0711 in the editor too", diags)
 
     # ------------------------------------------------------------ malformed input, failures
     c.send_raw(b"Content-Length: 9\r\n\r\n{not json")
