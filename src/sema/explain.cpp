@@ -188,13 +188,14 @@ ProgramFacts analyse_program(const ir::Module& module) {
         for (ir::ValueId a : args) def[a] = 0;
         for (size_t i = 0; i < ops.size(); ++i) {
             for (ir::ValueId r : ops[i].results) def[r] = i;
-            std::vector<ir::Op> one{ops[i]};
-            ir::for_each_op(one, [&](const ir::Op& o) {
+            auto use = [&](const ir::Op& o) {
                 for (ir::ValueId v : o.operands) last[v] = i;
                 for (const ir::Region& r : o.regions) {
                     for (ir::ValueId y : r.yields) last[y] = i;
                 }
-            });
+            };
+            use(ops[i]);
+            for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, use);
         }
         for (ir::ValueId v : kept) last[v] = ops.size();
         auto add = [&](MemoryBreakdown& m, ir::ValueId v) {
@@ -205,13 +206,31 @@ ProgramFacts analyse_program(const ir::Module& module) {
         };
         MemoryBreakdown peak;
         for (ir::ValueId a : args) add(peak, a);
-        for (size_t i = 0; i < ops.size(); ++i) {
-            MemoryBreakdown here;
-            for (const auto& [v, d] : def) {
-                bool before = ops.empty() || d < i || (d == 0 && std::find(args.begin(), args.end(), v) != args.end());
-                auto l = last.find(v);
-                if (before && l != last.end() && l->second >= i) add(here, v);
+        // What is live before op i: an argument from the start, a result from the op after
+        // the one that makes it, each until its last use (a sweep over interval ends).
+        const size_t m = ops.size();
+        std::vector<MemoryBreakdown> delta(m + 1);
+        const std::set<ir::ValueId> arg_set(args.begin(), args.end());
+        for (const auto& [v, d] : def) {
+            auto l = last.find(v);
+            if (l == last.end() || m == 0) continue;
+            size_t from = d == 0 && arg_set.count(v) ? 0 : d + 1;
+            size_t to = std::min(l->second, m - 1);
+            if (from > to) continue;
+            MemoryBreakdown one;
+            add(one, v);
+            for (auto [at, sign] : {std::pair{from, int64_t(1)}, std::pair{to + 1, int64_t(-1)}}) {
+                delta[at].state += sign * one.state;
+                delta[at].saved += sign * one.saved;
+                delta[at].temporaries += sign * one.temporaries;
             }
+        }
+        MemoryBreakdown live;
+        for (size_t i = 0; i < ops.size(); ++i) {
+            live.state += delta[i].state;
+            live.saved += delta[i].saved;
+            live.temporaries += delta[i].temporaries;
+            MemoryBreakdown here = live;
             for (ir::ValueId r : ops[i].results) add(here, r);
             MemoryBreakdown inner;
             if (ops[i].kind == OpKind::Call && ops[i].callee >= 0 && static_cast<size_t>(ops[i].callee) < n) {

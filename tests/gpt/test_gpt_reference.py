@@ -170,10 +170,26 @@ def main():
                 failures.append("explain of a training step: %s: `%s` %s" % (
                     what, pattern, "missing" if wanted else "present"))
         print("explain: %d layout checks" % len(LAYOUT_CHECKS))
-    for label, flags in (("2x4", []), ("one device", ["--mesh", "Pod=data:1,model:1"])):
+    # The same model with every parameter layout written `auto` (model.msh's Mats and Vecs
+    # fields): the layouts meshc chooses must train as the hand layout does.
+    auto_dir = os.path.join(work, "auto")
+    os.makedirs(auto_dir)
+    shutil.copy(src, auto_dir)
+    with open(os.path.join(ROOT, "examples", "gpt", "model.msh")) as f:
+        model_text = f.read()
+    for name in ("struct Mats", "struct Vecs"):
+        i = model_text.index(name)
+        j = model_text.index("}\n", i)
+        block = re.sub(r"on M with \{[^}]*\},", "on M with auto,", model_text[i:j])
+        model_text = model_text[:i] + re.sub(r"on M,", "on M with auto,", block) + model_text[j:]
+    with open(os.path.join(auto_dir, "model.msh"), "w") as f:
+        f.write(model_text)
+    hand_losses = {}
+    for label, flags, source in (("2x4", [], src), ("one device", ["--mesh", "Pod=data:1,model:1"], src),
+                                 ("2x4 with auto layouts", [], os.path.join(auto_dir, "gpt_tiny.msh"))):
         exe = os.path.join(work, "gpt_tiny_" + label.replace(" ", "_"))
         t0 = time.time()
-        b = subprocess.run([args.meshc, "build", src, "-o", exe] + flags, capture_output=True, text=True)
+        b = subprocess.run([args.meshc, "build", source, "-o", exe] + flags, capture_output=True, text=True)
         if b.returncode != 0:
             failures.append("%s: build failed:\n%s" % (label, (b.stdout + b.stderr)[-3000:]))
             continue
@@ -201,6 +217,14 @@ def main():
                   worst, bytes(sample or []).decode("latin-1"), clear))
         if label == "2x4":
             failures += resume_check(exe, argv, work, args.steps, r.stdout)
+            hand_losses = got
+        if label.endswith("auto layouts") and hand_losses:
+            # The first ten training losses equal the hand layout's to 1e-5 (relative).
+            first = [("step", n) for n in range(10)]
+            off = [(k[1], got[k], hand_losses[k]) for k in first if not abs(got[k] - hand_losses[k]) <= 1e-5 * abs(hand_losses[k])]
+            for n, g, h in off:
+                failures.append("%s: step %d loss %r, the hand layout's %r" % (label, n, g, h))
+            print("%s: the first 10 losses within 1e-5 of the hand layout's: %s" % (label, "yes" if not off else "no"))
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         print("(work directory: %s)" % work)
