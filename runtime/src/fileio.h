@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,11 @@ bool read_piece(int fd, int64_t data_offset, size_t elem, const std::vector<int6
 
 /// Writes the chunks, in order, as `path`, through an unnamed (or PATH.tmp.PID) file
 /// renamed over path when complete; fails the run with a message starting with `what`.
+/// `commit`, when given, runs once the data is written and before the file has its name:
+/// the save's barrier, so that a run in which another device fails meanwhile (and which
+/// is therefore ended before the barrier completes) never publishes the file.
 void write_file_atomically(meshrt_device* dev, const std::string& what, const std::string& path,
-                           const std::vector<std::pair<const void*, size_t>>& chunks);
+                           const std::vector<std::pair<const void*, size_t>>& chunks,
+                           const std::function<void()>& commit = {});
 
 } // namespace meshrt

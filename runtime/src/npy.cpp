@@ -349,7 +349,8 @@ bool read_piece(int fd, int64_t data_offset, size_t elem, const std::vector<int6
 /// That name is registered while it exists, so a failure, SIGTERM or SIGINT removes it
 /// (errors.h).
 void write_file_atomically(meshrt_device* dev, const std::string& what, const std::string& path,
-                           const std::vector<std::pair<const void*, size_t>>& chunks) {
+                           const std::vector<std::pair<const void*, size_t>>& chunks,
+                           const std::function<void()>& commit) {
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     if (!register_temp_file(tmp))
         fail(dev, what + ": cannot create " + tmp +
@@ -358,6 +359,13 @@ void write_file_atomically(meshrt_device* dev, const std::string& what, const st
         for (const auto& [data, bytes] : chunks)
             if (!write_all(fd, data, bytes))
                 fail(dev, what + ": cannot write: " + std::strerror(errno));
+    };
+    bool committed = false; // once, though the data may be written twice (no O_TMPFILE link)
+    auto run_commit = [&] {
+        if (commit && !committed) {
+            committed = true;
+            commit();
+        }
     };
     auto close_and_publish = [&](Fd& f) {
         const int fd = f.fd;
@@ -375,6 +383,7 @@ void write_file_atomically(meshrt_device* dev, const std::string& what, const st
     f.fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
     if (f.fd >= 0) {
         write_to(f.fd);
+        run_commit(); // still unnamed: a run ended here leaves nothing
         unlink(tmp.c_str()); // left by an earlier process with this pid, killed at the wrong time
         const std::string self = "/proc/self/fd/" + std::to_string(f.fd);
         if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0 ||
@@ -392,6 +401,7 @@ void write_file_atomically(meshrt_device* dev, const std::string& what, const st
     if (f.fd < 0)
         fail(dev, what + ": cannot create " + tmp + ": " + std::strerror(errno));
     write_to(f.fd);
+    run_commit(); // a run ended here removes the registered temporary
     close_and_publish(f);
 }
 
@@ -457,6 +467,14 @@ extern "C" void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
         fail(dev, "save: no path");
     if (!dtype_valid(dtype))
         fail(dev, what + ": unknown dtype " + std::to_string(dtype));
+    // Two barriers: every device has reached the save (none has failed) before the file
+    // gets its name, and the file is whole before any device goes on.
+    comm::GroupMember world = rt.groups->world(dev);
+    bool committed = false;
+    auto barrier = [&] {
+        rt.comm->barrier(dev, *world.group, world.rank);
+        committed = true;
+    };
     Scratch global;
     if (assemble_on_device0(dev, "save", dtype, layout, local, &global)) {
         const std::vector<int64_t> shape(layout->global_shape, layout->global_shape + layout->rank);
@@ -475,9 +493,11 @@ extern "C" void meshrt_save(meshrt_device* dev, const char* path, int32_t dtype,
             scope.arg("path", path);
             scope.arg("bytes", int64_t(data_bytes));
         }
-        write_file_atomically(dev, what, path, {{header.data(), header.size()}, {data, data_bytes}});
+        write_file_atomically(dev, what, path, {{header.data(), header.size()}, {data, data_bytes}},
+                              [&] { barrier(); });
     }
+    if (!committed)
+        barrier(); // the others: device 0 has written the data (not yet named)
     // Every device waits for the file: a later load of it on any device sees it whole.
-    comm::GroupMember world = rt.groups->world(dev);
-    rt.comm->barrier(dev, *world.group, world.rank);
+    barrier();
 }

@@ -299,6 +299,14 @@ extern "C" void meshrt_save_finish(meshrt_device* dev, const char* path) {
         }
     }
     bool writer = !mine.empty();
+    // Two barriers, as in meshrt_save: no device has failed before the file is named, and
+    // it is whole before any device goes on.
+    comm::GroupMember world = rt.groups->world(dev);
+    bool committed = false;
+    auto barrier = [&] {
+        rt.comm->barrier(dev, *world.group, world.rank);
+        committed = true;
+    };
     for (const Pending& e : mine)
         if (e.path != file)
             fail(dev, what + ": internal error: tensor '" + e.name + "' was saved to " + e.path);
@@ -325,9 +333,10 @@ extern "C" void meshrt_save_finish(meshrt_device* dev, const char* path) {
             scope.arg("path", path);
             scope.arg("bytes", offset);
         }
-        write_file_atomically(dev, what, file, chunks);
+        write_file_atomically(dev, what, file, chunks, [&] { barrier(); });
     }
+    if (!committed)
+        barrier(); // the others: the writer has the data written (not yet named)
     // Every device waits for the file: a later load of it on any device sees it whole.
-    comm::GroupMember world = rt.groups->world(dev);
-    rt.comm->barrier(dev, *world.group, world.rank);
+    barrier();
 }

@@ -62,6 +62,7 @@ struct ShardOptions {
     int64_t memory_budget = 0;         // bytes per device; 0: none
     double time_limit_s = 60;          // the whole solve; the ILP's own limit is within it
     int max_evaluations = 4000;        // checks of candidate programs
+    int threads = 1;                   // candidate programs checked at once
     /// Texts of files to read instead of the disk (standard input, the editor's buffers).
     const std::map<std::string, std::string>* overlays = nullptr;
 };

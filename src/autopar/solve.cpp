@@ -21,7 +21,9 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -67,6 +69,40 @@ public:
         auto [at, inserted] = cache_.emplace(x, std::move(e));
         if (at->second.ok) record(x, at->second);
         return at->second;
+    }
+
+    // Checks the plans of `xs` not checked yet, on up to options_.threads threads (each
+    // check has its own SourceManager, diagnostics and module), within the budget. The
+    // answers go into the cache in the order of `xs`, as eval() would have put them.
+    void prefetch(const std::vector<std::vector<int>>& xs) {
+        std::vector<std::vector<int>> todo;
+        std::set<std::vector<int>> seen;
+        for (const auto& x : xs) {
+            if (!cache_.count(x) && seen.insert(x).second) todo.push_back(x);
+        }
+        const size_t left = options_.max_evaluations > r_.evaluations
+                                ? static_cast<size_t>(options_.max_evaluations - r_.evaluations) : 0;
+        if (todo.size() > left) todo.resize(left);
+        const size_t threads = std::min<size_t>(std::max(1, options_.threads), todo.size());
+        if (threads <= 1 || elapsed() >= options_.time_limit_s) return;  // eval() does them one by one
+        std::vector<std::optional<Evaluation>> out(todo.size());
+        std::atomic<size_t> next{0};
+        auto work = [&] {
+            for (size_t i = next++; i < todo.size(); i = next++) {
+                if (elapsed() >= options_.time_limit_s) break;
+                out[i] = evaluate(options_, rewrite(r_.sites, todo[i], originals_));
+            }
+        };
+        std::vector<std::thread> pool;
+        for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+        work();
+        for (std::thread& t : pool) t.join();
+        for (size_t i = 0; i < todo.size(); ++i) {
+            if (!out[i]) continue;
+            ++r_.evaluations;
+            auto [at, inserted] = cache_.emplace(todo[i], std::move(*out[i]));
+            if (inserted && at->second.ok) record(todo[i], at->second);
+        }
     }
 
     bool fits(const Evaluation& e) const { return options_.memory_budget <= 0 || e.peak <= options_.memory_budget; }
@@ -130,6 +166,15 @@ private:
 
 void Solver::sweep() {
     const Evaluation base = eval(x0_);
+    {
+        std::vector<std::vector<int>> all;
+        for (size_t s = 0; s < r_.sites.size(); ++s) {
+            for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+                if (static_cast<int>(c) != x0_[s]) all.push_back(with(s, static_cast<int>(c)));
+            }
+        }
+        prefetch(all);
+    }
     for (const auto& [k, v] : base.shares) keys_.insert(k);
     feasible_.assign(r_.sites.size(), {});
     for (size_t s = 0; s < r_.sites.size(); ++s) {
@@ -190,30 +235,46 @@ void Solver::tabulate() {
         if (e.ok) record(x, e);
     }
     // Each check fills one unknown entry of as many tables as agree on their shared sites.
+    // In batches of plans built before any is checked (the entries a batch targets are
+    // pending for the rest of it), so that a batch is checked on several threads.
+    const size_t batch_size = static_cast<size_t>(std::max(1, options_.threads)) * 4;
     while (budget_left()) {
-        std::vector<int> x(r_.sites.size(), -1);
-        std::vector<std::pair<size_t, std::vector<int>>> targeted;
-        for (size_t ti = 0; ti < tables_.size(); ++ti) {
-            Table& t = tables_[ti];
-            for (const std::vector<int>& j : t.entries) {
-                if (t.known.count(j) || t.failed.count(j)) continue;
-                bool consistent = true;
-                for (size_t i = 0; i < t.sites.size() && consistent; ++i) {
-                    consistent = x[t.sites[i]] < 0 || x[t.sites[i]] == j[i];
+        std::vector<std::set<std::vector<int>>> pending(tables_.size());
+        std::vector<std::pair<std::vector<int>, std::vector<std::pair<size_t, std::vector<int>>>>> batch;
+        while (batch.size() < batch_size) {
+            std::vector<int> x(r_.sites.size(), -1);
+            std::vector<std::pair<size_t, std::vector<int>>> targeted;
+            for (size_t ti = 0; ti < tables_.size(); ++ti) {
+                Table& t = tables_[ti];
+                for (const std::vector<int>& j : t.entries) {
+                    if (t.known.count(j) || t.failed.count(j) || pending[ti].count(j)) continue;
+                    bool consistent = true;
+                    for (size_t i = 0; i < t.sites.size() && consistent; ++i) {
+                        consistent = x[t.sites[i]] < 0 || x[t.sites[i]] == j[i];
+                    }
+                    if (!consistent) continue;
+                    for (size_t i = 0; i < t.sites.size(); ++i) x[t.sites[i]] = j[i];
+                    targeted.push_back({ti, j});
+                    break;
                 }
-                if (!consistent) continue;
-                for (size_t i = 0; i < t.sites.size(); ++i) x[t.sites[i]] = j[i];
-                targeted.push_back({ti, j});
-                break;
             }
+            if (targeted.empty()) break;
+            for (auto& [ti, j] : targeted) pending[ti].insert(j);
+            for (size_t s = 0; s < x.size(); ++s) {
+                if (x[s] < 0) x[s] = x0_[s];
+            }
+            batch.push_back({std::move(x), std::move(targeted)});
         }
-        if (targeted.empty()) break;
-        for (size_t s = 0; s < x.size(); ++s) {
-            if (x[s] < 0) x[s] = x0_[s];
-        }
-        const Evaluation& e = eval(x);
-        if (!e.ok) {
-            for (auto& [ti, j] : targeted) tables_[ti].failed.insert(j);
+        if (batch.empty()) break;
+        std::vector<std::vector<int>> plans;
+        for (const auto& b : batch) plans.push_back(b.first);
+        prefetch(plans);
+        for (const auto& [x, targeted] : batch) {
+            if (!budget_left() && !cache_.count(x)) break;
+            const Evaluation& e = eval(x);
+            if (!e.ok) {
+                for (const auto& [ti, j] : targeted) tables_[ti].failed.insert(j);
+            }
         }
     }
     for (const Table& t : tables_) {
@@ -408,6 +469,13 @@ void Solver::descend(std::vector<int>& x) {
     while (improved && budget_left()) {
         improved = false;
         for (size_t s = 0; s < x.size() && budget_left(); ++s) {
+            std::vector<std::vector<int>> row;
+            for (size_t c = 0; c < r_.sites[s].candidates.size(); ++c) {
+                if (static_cast<int>(c) == x[s] || !feasible_[s][c]) continue;
+                row.push_back(x);
+                row.back()[s] = static_cast<int>(c);
+            }
+            prefetch(row);
             double best = eval(x).cost;
             for (size_t c = 0; c < r_.sites[s].candidates.size() && budget_left(); ++c) {
                 if (static_cast<int>(c) == x[s] || !feasible_[s][c]) continue;

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -47,6 +48,7 @@
 #include "syntax/lexer.h"
 #include "syntax/parser.h"
 #include "sema/device.h"
+#include "autopar/cache.h"
 #include "autopar/shard.h"
 
 namespace {
@@ -183,7 +185,7 @@ public:
         if (!enabled_) return;
         double all = 0;
         for (const auto& [p, s] : total_) all += s;
-        for (const char* p : {"parse", "resolve", "refine", "infer", "verify", "autodiff", "spmd", "codegen", "link"}) {
+        for (const char* p : {"parse", "auto", "resolve", "refine", "infer", "verify", "autodiff", "spmd", "codegen", "link"}) {
             auto it = total_.find(p);
             if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
             auto note = notes_.find(p);
@@ -234,6 +236,9 @@ constexpr int64_t kMaxDevices = 65536;
 
 /// The executable `meshc run` built (or found in its cache).
 std::string built_executable;
+/// The `with auto` layouts the program was checked with ("" without sites): part of the
+/// run cache's key, since --memory and the device model change them.
+std::string g_auto_layouts_key;
 
 /// FNV-1a: the cache key of a `meshc run` build (the sources and every option that
 /// changes the executable).
@@ -359,6 +364,7 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
         key += fmt::format(" d{{{} {} {} {} {} {} {}}}", options.device_model, gir.device.matmul_f64, gir.device.matmul_f32,
                            gir.device.matmul_f16, gir.device.matmul_int, gir.device.vector_flops, gir.device.memory_bandwidth);
         key += codegen::toolchain_identity();
+        key += g_auto_layouts_key;
         std::string dir = cache_dir();
         if (!make_dirs(dir)) {
             diags.emit(DiagCode::E0704, {}, fmt::format("cannot create the build cache `{}`: {}", dir, std::strerror(errno)));
@@ -486,8 +492,25 @@ std::optional<autopar::ShardResult> solve_auto(const CheckOptions& options, Sour
     so.strict_comm = options.strict_comm;
     so.memory_budget = options.memory;
     so.time_limit_s = options.auto_time_limit_s;
+    so.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     so.overlays = overlays;
     return autopar::solve(sources, diags, so);
+}
+
+/// The cache entry of the `with auto` answer for the texts in `sources` and every option
+/// the solve reads.
+std::string auto_cache_entry(const SourceManager& sources, const CheckOptions& o) {
+    std::string key = "meshc-auto-1\n";
+    for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
+    key += fmt::format("m{} s{} p{} c{} t{} d{} {} {}", o.memory, o.solver_budget_ms, o.plan_search, o.strict_comm,
+                       o.auto_time_limit_s, o.device_model, fmt::join(o.meshes, ";"), MESHC_VERSION);
+    // A device model given as a file: its contents.
+    if (std::ifstream in(o.device_model, std::ios::binary); in) {
+        std::stringstream text;
+        text << in.rdbuf();
+        key += text.str();
+    }
+    return fmt::format("{}/auto-{:016x}.json", cache_dir(), fnv1a(key));
 }
 
 bool has_auto_sites(const SourceManager& sources, const sema::Program& program, const std::string& stdlib_dir) {
@@ -564,13 +587,26 @@ int run_check(const CheckOptions& options) {
         });
         // `with auto`: the layouts are solved, and the program is read again with them
         // in place of `auto` (what `meshc shard -o` writes; spans stay the text's own).
-        std::optional<autopar::ShardResult> solved;
+        // An unchanged program with the same options reuses the last answer (the cache
+        // folder of `meshc run`, autopar/cache.h).
+        std::optional<autopar::ChosenLayouts> chosen;
         if (!diags.has_errors() && has_auto_sites(sources, *program_owner, options.stdlib_dir)) {
-            solved = timer.run("auto", [&] { return solve_auto(options, sources, diags, path, load.overlays); });
-            if (!solved) continue;
-            if (!solved->sites.empty() && !solved->program_errors) {
+            const std::string entry = auto_cache_entry(sources, options);
+            chosen = autopar::load_cached(entry, sources);
+            if (!chosen) {
+                auto solved = timer.run("auto", [&] { return solve_auto(options, sources, diags, path, load.overlays); });
+                if (!solved) continue;
+                if (!solved->sites.empty() && !solved->program_errors) {
+                    chosen = solved->chosen;
+                    if (make_dirs(cache_dir())) autopar::store_cached(entry, *chosen);
+                }
+            }
+            if (chosen) {
+                for (const auto& [file, sites] : *chosen) {
+                    for (const auto& [offset, layout] : sites) g_auto_layouts_key += fmt::format("{}:{}={};", file, offset, layout);
+                }
                 sema::LoadOptions again = load;
-                again.auto_layouts = &solved->chosen;
+                again.auto_layouts = &*chosen;
                 program_owner = timer.run("parse", [&] {
                     return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, again));
                 });

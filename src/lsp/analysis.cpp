@@ -2,9 +2,11 @@
 // src/driver/main.cpp phase for phase, so the editor shows what `meshc check` prints.
 #include "lsp/analysis.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <new>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -130,6 +132,7 @@ void solve_auto_sites(Analysis& a, const std::string& path, const std::map<std::
         so.stdlib_dir = options.stdlib_dir;
         so.strict_comm = options.strict_comm;
         so.time_limit_s = options.auto_time_limit_s;
+        so.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
         so.overlays = &overlays;
         std::optional<autopar::ShardResult> r = autopar::solve(sources, diags, so);
         if (r && !r->program_errors) {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -224,7 +225,8 @@ private:
                 auto hi = constant_of(lookup(map, op.operands[1]));
                 if (!lo || !hi) {
                     fail(op.span, "cannot differentiate through a loop whose bounds are not known when compiling",
-                         "the loop is unrolled in the backward pass; its bounds must be literals or constants");
+                         "the loop is unrolled in the backward pass; its bounds must be known when compiling: literals, size "
+                         "variables, or integer arithmetic of those");
                 }
                 const Region& body = op.regions[0];
                 std::vector<ValueId> carried;
@@ -267,12 +269,58 @@ private:
                     n.results[i] = v;
                 }
                 if (op.kind == OpKind::Constant) constants_[n.results[0]] = op.number;
+                // Integer arithmetic of constants (a loop bound `0..(N + B - 1)` of size
+                // variables, which each instance knows) is a constant too.
+                if (op.kind == OpKind::Elementwise && n.results.size() == 1) {
+                    if (auto c = fold_integer(op.ew, n.operands, src.types[op.results[0]])) constants_[n.results[0]] = *c;
+                }
                 if (op.kind == OpKind::AllReduce && op.reduce == ReduceKind::Max) max_done_[n.operands[0]] = n.results[0];
                 out.push_back(std::move(n));
                 break;
             }
             }
         }
+    }
+
+    // The value of an integer scalar op of constant operands (+ - * / % max min neg, as
+    // the language defines them: `/` floors, `%` takes the divisor's sign); nullopt where
+    // it is not one, or divides by zero.
+    std::optional<double> fold_integer(Ew ew, const std::vector<ValueId>& operands, const TensorType& result) const {
+        if (result.rank() != 0 || (result.dtype != DType::I64 && result.dtype != DType::I32)) return std::nullopt;
+        std::vector<int64_t> x;
+        for (ValueId v : operands) {
+            auto c = constant_of(v);
+            if (!c || *c != std::floor(*c) || std::abs(*c) > 9.0e15) return std::nullopt;
+            x.push_back(static_cast<int64_t>(*c));
+        }
+        auto floor_div = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+        int64_t r = 0;
+        if (x.size() == 1 && ew == Ew::Neg) {
+            r = -x[0];
+        } else if (x.size() != 2) {
+            return std::nullopt;
+        } else {
+            switch (ew) {
+            case Ew::Add: r = x[0] + x[1]; break;
+            case Ew::Sub: r = x[0] - x[1]; break;
+            case Ew::Mul:
+                if (std::abs(static_cast<double>(x[0]) * static_cast<double>(x[1])) > 9.0e15) return std::nullopt;
+                r = x[0] * x[1];
+                break;
+            case Ew::Div:
+                if (x[1] == 0) return std::nullopt;
+                r = floor_div(x[0], x[1]);
+                break;
+            case Ew::Mod:
+                if (x[1] == 0) return std::nullopt;
+                r = x[0] - floor_div(x[0], x[1]) * x[1];
+                break;
+            case Ew::Max: r = std::max(x[0], x[1]); break;
+            case Ew::Min: r = std::min(x[0], x[1]); break;
+            default: return std::nullopt;
+            }
+        }
+        return static_cast<double>(r);
     }
 
     std::optional<double> constant_of(ValueId v) const {

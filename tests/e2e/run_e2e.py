@@ -80,7 +80,7 @@ from e2e_lib import Expect, read_safetensors  # noqa: E402
 # Programs that use grad / value_and_grad (an "autodiff is not supported by the back
 # end" build failure is a SKIP only with --allow-unsupported-autodiff).
 AUTODIFF_TESTS = ["checkpoint", "autodiff_grad", "autodiff_value_and_grad", "autodiff_collectives", "autodiff_loops", "autodiff_tp_loop",
-                  "reduce_large", "autodiff"]
+                  "reduce_large", "autodiff", "autodiff_size_bounds", "auto_mlp"]
 
 DEFAULT_TOL = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2)}
 PRINT_FORMAT_RTOL = {"f32": 6e-6, "f64": 6e-10}   # %.6g / %.10g rounding of printed floats
