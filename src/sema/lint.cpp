@@ -105,8 +105,8 @@ void report_defaults(const Program& program, const ir::Module& module, const ir:
                                          item->params[i].name.name, axis));
         d.note(fmt::format("every device holds all {} of it and repeats the contraction it feeds",
                            bytes_text(static_cast<double>(f.types[v].local_bytes(&mesh)))));
-        d.note(fmt::format("write `with {{...}}` splitting one of its dims over `{}`, or `with {{}}` to keep it "
-                           "replicated on purpose",
+        d.note(fmt::format("write `with {{...}}` splitting one of its dims over `{}`, `with auto` to let meshc "
+                           "choose (`meshc shard` says why), or `with {{}}` to keep it replicated on purpose",
                            axis));
     }
 }
