@@ -504,7 +504,9 @@ std::string auto_cache_entry(const SourceManager& sources, const CheckOptions& o
     for (FileId f = 0; f < sources.file_count(); ++f) key += sources.path(f) + "\n" + std::string(sources.text(f)) + "\n";
     key += fmt::format("m{} s{} p{} c{} t{} d{} {} {}", o.memory, o.solver_budget_ms, o.plan_search, o.strict_comm,
                        o.auto_time_limit_s, o.device_model, fmt::join(o.meshes, ";"), MESHC_VERSION);
-    // A device model given as a file: its contents.
+    // This meshc (a rebuilt compiler may cost differently) and a device model given as a
+    // file: its contents.
+    key += codegen::toolchain_identity();
     if (std::ifstream in(o.device_model, std::ios::binary); in) {
         std::stringstream text;
         text << in.rdbuf();
