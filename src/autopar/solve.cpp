@@ -495,11 +495,7 @@ void Solver::descend(std::vector<int>& x) {
 void Solver::answer_sites(const Program& base, const std::vector<int>& x) {
     const double cost = eval(x).cost;
     r_.answers.assign(r_.sites.size(), SiteAnswer{});
-    for (size_t s = 0; s < r_.sites.size(); ++s) {
-        SiteAnswer& a = r_.answers[s];
-        a.chosen = x[s];
-        a.cost = cost;
-        if (!budget_left()) continue;
+    auto excluding = [&](size_t s) {
         Program p = base;
         solver::IlpRow exclude;
         exclude.sense = 'E';
@@ -507,6 +503,28 @@ void Solver::answer_sites(const Program& base, const std::vector<int>& x) {
         exclude.terms.push_back({p.x[s][static_cast<size_t>(x[s])], 1.0});
         p.ilp.rows.push_back(std::move(exclude));
         p.ilp.start.clear();
+        return p;
+    };
+    // Each site's first answer, checked together on the threads (the loop below then
+    // finds them checked; CBC runs twice, which costs milliseconds).
+    if (options_.threads > 1) {
+        std::vector<std::vector<int>> first;
+        for (size_t s = 0; s < r_.sites.size(); ++s) {
+            Program p = excluding(s);
+            solver::IlpResult res = solver::solve_ilp(p.ilp);
+            r_.ilp_seconds += res.seconds;
+            if (res.status == solver::IlpResult::Status::Optimal || res.status == solver::IlpResult::Status::Feasible) {
+                first.push_back(decode(p, res));
+            }
+        }
+        prefetch(first);
+    }
+    for (size_t s = 0; s < r_.sites.size(); ++s) {
+        SiteAnswer& a = r_.answers[s];
+        a.chosen = x[s];
+        a.cost = cost;
+        if (!budget_left()) continue;
+        Program p = excluding(s);
         if (auto y = solve_checked(p, nullptr)) {
             a.next_best = (*y)[s];
             a.next_best_cost = eval(*y).cost;
