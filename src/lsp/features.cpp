@@ -882,8 +882,11 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
                            {"edit", {{"changes", {{uri, json::array({{{"range", pos.range(Span{a.root, site.begin, site.end})},
                                                                       {"newText", site.layout}}})}}}}}});
     }
-    // E0406 (strict communication): its note names the reshard to write.
-    static const std::regex kReshard("`reshard\\([^,`]*, (.*)\\)` \\(or");
+    // E0406 (strict communication): its note names the value converted and the layout
+    // (`reshard(y, {0: data})`). The action wraps that value where the construct uses it
+    // (every use of the name inside the diagnostic's span), never the construct itself,
+    // whose value is not the one converted; a value without a name there gets no action.
+    static const std::regex kReshard("`reshard\\(([^,`]*), (.*)\\)` \\(or");
     json diagnostics = diagnostics_json(a, pos);
     size_t k = 0;
     for (const Diagnostic& d : a.diags.sorted()) {
@@ -892,7 +895,36 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
         if (d.code != DiagCode::E0406 || !overlaps(d.span)) continue;
         for (const DiagNote& n : d.notes) {
             std::smatch m;
-            if (std::regex_search(n.message, m, kReshard)) offer(d.span, m[1].str(), "", dj);
+            if (!std::regex_search(n.message, m, kReshard)) continue;
+            const std::string name = m[1].str(), layout = m[2].str();
+            if (layout.find("partial") != std::string::npos) continue;
+            json edits = json::array();
+            if (name == "<the value>") {
+                // A temporary: the construct's own value when the conversion is of its
+                // result (to the function's result type, or to an annotation).
+                bool of_result = std::any_of(d.notes.begin(), d.notes.end(), [](const DiagNote& w) {
+                    return w.message.rfind("why: the result type of", 0) == 0 || w.message.rfind("why: the annotation", 0) == 0;
+                });
+                if (of_result && facts.expr_spans.count({d.span.begin, d.span.end})) {
+                    std::string expr(text.substr(d.span.begin, d.span.end - d.span.begin));
+                    edits.push_back({{"range", pos.range(d.span)}, {"newText", fmt::format("reshard({}, {})", expr, layout)}});
+                }
+            }
+            for (const auto& [b, e] : facts.expr_spans) {
+                if (b < d.span.begin || e > d.span.end || text.substr(b, e - b) != name) continue;
+                edits.push_back({{"range", pos.range(Span{a.root, b, e})},
+                                 {"newText", fmt::format("reshard({}, {})", name, layout)}});
+            }
+            if (edits.empty() || !offered.insert({d.span.begin, d.span.end}).second) continue;
+            json action{{"title", fmt::format("Make this communication explicit: reshard({}, {})",
+                                              name == "<the value>" ? "..." : name, layout)},
+                        {"kind", "quickfix"},
+                        {"edit", {{"changes", {{uri, edits}}}}}};
+            if (!dj.is_null()) {
+                action["diagnostics"] = json::array({dj});
+                action["isPreferred"] = true;
+            }
+            out.push_back(std::move(action));
         }
     }
     // Collectives the checker inserted: the layout the coercion ends in.
@@ -907,9 +939,22 @@ json code_actions(const Analysis& a, Positions& pos, const std::string& uri, uin
                 bool comm = communicates(op.kind) && sema::collective_info(*a.gir, f, op).has_value();
                 slot = {&op, slot.second || comm};
             });
+            auto defs = defining_ops(f);
+            // The value a coercion chain starts from: wrapping the construct is right only
+            // when that value is the construct's own (a conversion of its result).
+            auto origin = [&](const ir::Op* op) {
+                while (op && op->inserted && !op->operands.empty() && op->operands[0] < defs.size() &&
+                       defs[op->operands[0]] && defs[op->operands[0]]->inserted) {
+                    op = defs[op->operands[0]];
+                }
+                if (!op || op->operands.empty() || op->operands[0] >= defs.size()) return static_cast<const ir::Op*>(nullptr);
+                return defs[op->operands[0]];
+            };
             for (const auto& [span, entry] : last) {
                 const auto& [op, comm] = entry;
                 if (!comm || op->results.empty() || op->results[0] >= f.types.size()) continue;
+                const ir::Op* from = origin(op);
+                if (!from || from->span.begin != op->span.begin || from->span.end != op->span.end) continue;
                 const ir::TensorType& t = f.types[op->results[0]];
                 const ir::Mesh* mesh = a.gir->mesh(t.mesh);
                 if (!mesh) continue;

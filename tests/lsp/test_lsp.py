@@ -81,6 +81,33 @@ fn main() {
 }
 """
 
+PENDING = """\
+mesh Pod = [data: 2];
+
+@explicit_comm
+fn square(x: Tensor f32 [8, 4] on Pod with {1: data}, w: Tensor f32 [4, 4] on Pod with {0: data},
+          v: Tensor f32 [4, 4] on Pod with {1: data})
+    -> Tensor f32 [8, 4] on Pod with {0: data} {
+    let y = x @ w;
+    let z = x @ v;
+    y * y + z
+}
+"""
+
+
+def apply_edits(text, edits):
+    """The text after LSP TextEdits (ASCII: UTF-16 columns are byte columns)."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    def offset(p):
+        return starts[p["line"]] + p["character"]
+    for e in sorted(edits, key=lambda e: offset(e["range"]["start"]), reverse=True):
+        text = text[:offset(e["range"]["start"])] + e["newText"] + text[offset(e["range"]["end"]):]
+    return text
+
+
 failures = []
 
 
@@ -264,6 +291,38 @@ def main():
         fixed = STRICT.replace("    x * 2.0\n", "    reshard(x * 2.0, {})\n")
         c.change_full(strict_uri, fixed, 2)
         check(c.diagnostics(strict_uri, 2) == [], "after the quick fix, no E0406")
+
+    # Every quick fix offered for an E0406 must remove that diagnostic and add none: it
+    # converts the value the construct uses (`v` in `x @ v`, each `y` of `y * y`), or the
+    # construct's own value where that is what is converted (to the result type).
+    pending_path = work / "pending.msh"
+    pending_path.write_text(PENDING)
+    pending_uri = uri_of(pending_path)
+    text, version = PENDING, 1
+    c.open(pending_uri, text, version)
+    diags = c.diagnostics(pending_uri, version)
+    check(diags and all(x["code"] == "E0406" for x in diags), "@explicit_comm: E0406", diags)
+    for round_ in range(4):
+        if not diags:
+            break
+        d = diags[0]
+        actions = c.request("textDocument/codeAction", {"textDocument": {"uri": pending_uri}, "range": d["range"],
+                                                        "context": {"diagnostics": [d]}})
+        fix = [a for a in actions if a.get("diagnostics") and a["diagnostics"][0]["message"] == d["message"]]
+        check(len(fix) == 1, f"E0406 `{d['message']}`: one quick fix", actions)
+        if not fix:
+            break
+        text = apply_edits(text, fix[0]["edit"]["changes"][pending_uri])
+        version += 1
+        c.change_full(pending_uri, text, version)
+        after = c.diagnostics(pending_uri, version)
+        check(all(x["code"] == "E0406" for x in after) and len(after) < len(diags) and
+              not any(x["range"] == d["range"] and x["message"] == d["message"] for x in after),
+              f"the quick fix for `{d['message']}` removes it and adds nothing", (text, after))
+        diags = after
+    check(diags == [], "after the quick fixes, no E0406 left", (text, diags))
+    check("x @ reshard(v, {0: data})" in text and "reshard(y, {}) * reshard(y, {})" in text,
+          "the quick fixes wrap the converted values, not the constructs", text)
 
     # ------------------------------------------------------------ with auto
     # Hover on `auto` shows the layout `meshc shard` chooses and why; a code action writes
