@@ -100,20 +100,11 @@ void print_json(std::ostream& out, const SourceManager& sources, const ShardResu
         j["baseline"] = evaluation_json(r.baseline);
     }
     j["memory_budget"] = r.memory_budget > 0 ? nlohmann::ordered_json(r.memory_budget) : nlohmann::ordered_json(nullptr);
-    nlohmann::ordered_json s;
-    s["method"] = r.method;
-    s["exact"] = r.exact;
-    s["proven_optimal"] = r.proven_optimal;
-    s["objective_s"] = r.ilp_objective;
-    s["lp_bound_s"] = r.lp_bound;
-    s["lp_gap"] = r.lp_gap;
-    s["best_bound_s"] = r.best_bound;
-    s["gap"] = r.gap;
-    s["variables"] = r.ilp_variables;
-    s["rows"] = r.ilp_rows;
-    s["evaluations"] = r.evaluations;
-    s["solve_s"] = r.seconds;
-    s["ilp_s"] = r.ilp_seconds;
+    nlohmann::ordered_json s{{"method", r.method}, {"exact", r.exact}, {"proven_optimal", r.proven_optimal},
+                             {"objective_s", r.ilp_objective}, {"lp_bound_s", r.lp_bound}, {"lp_gap", r.lp_gap},
+                             {"best_bound_s", r.best_bound}, {"gap", r.gap}, {"variables", r.ilp_variables},
+                             {"rows", r.ilp_rows}, {"evaluations", r.evaluations}, {"solve_s", r.seconds},
+                             {"ilp_s", r.ilp_seconds}};
     j["solver"] = std::move(s);
     out << j.dump(2) << "\n";
 }

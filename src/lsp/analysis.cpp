@@ -36,32 +36,30 @@ std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::s
                                   const AnalysisOptions& options) {
     auto a = std::make_unique<Analysis>();
     try {
+        // Load, names (with the index for navigation) and refinements; false where
+        // checking stops there.
+        auto front = [&](const sema::LoadOptions& load) {
+            a->names = sema::NameIndex{};
+            a->program = std::make_unique<sema::Program>(sema::load_program(a->sources, a->diags, path, load));
+            if (a->program->modules.empty()) return false;
+            a->root = a->program->modules.front()->file;
+            sema::resolve_program(a->sources, *a->program, a->diags, &a->names);
+            if (a->diags.has_errors()) return false;
+            sema::check_refinements(a->sources, *a->program, a->diags);
+            return !a->diags.has_errors();
+        };
         sema::LoadOptions load{options.stdlib_dir, &overlays};
-        a->program = std::make_unique<sema::Program>(sema::load_program(a->sources, a->diags, path, load));
-        if (a->program->modules.empty()) return a;
-        a->root = a->program->modules.front()->file;
-        sema::resolve_program(a->sources, *a->program, a->diags, &a->names);
-        if (a->diags.has_errors()) return a;
-        sema::check_refinements(a->sources, *a->program, a->diags);
-        if (a->diags.has_errors()) return a;
+        if (!front(load)) return a;
         // `with auto`: the layouts `meshc shard` chooses, for hover and code actions; the
-        // check below reads `auto` as `_`, so its spans are the editor's text.
+        // program is then read again with them in place of `auto`, as `meshc check` does
+        // (the spans stay the editor's text's).
         if (!autopar::find_sites(a->sources, *a->program, options.stdlib_dir).empty()) {
             solve_auto_sites(*a, path, overlays, options);
             if (a->diags.has_errors()) return a;
             if (a->auto_layouts) {
-                // Read again with the layouts in place of `auto`, as `meshc check` does; the
-                // spans are the editor's text's.
                 sema::LoadOptions again = load;
                 again.auto_layouts = a->auto_layouts.get();
-                a->names = sema::NameIndex{};
-                a->program = std::make_unique<sema::Program>(sema::load_program(a->sources, a->diags, path, again));
-                if (a->program->modules.empty()) return a;
-                a->root = a->program->modules.front()->file;
-                sema::resolve_program(a->sources, *a->program, a->diags, &a->names);
-                if (a->diags.has_errors()) return a;
-                sema::check_refinements(a->sources, *a->program, a->diags);
-                if (a->diags.has_errors()) return a;
+                if (!front(again)) return a;
             }
         }
         sema::InferOptions infer_options;
