@@ -96,10 +96,33 @@ void Generator::collective(const Op& op) {
             call("meshrt_reduce_scatter",
                  {dev_, i32c(mesh), n, axes_c, type, red, val_[x], val_[r], rank, i64_array(lshape(x)), i32c(op.dim)});
             break;
-        default:
+        case OpKind::AllToAll:
             call("meshrt_all_to_all",
                  {dev_, i32c(mesh), n, axes_c, type, val_[x], val_[r], rank, i64_array(lshape(x)), i32c(op.dim), i32c(op.dim2)});
             break;
+        case OpKind::Constant:
+        case OpKind::Create:
+        case OpKind::Load:
+        case OpKind::Arg:
+        case OpKind::Elementwise:
+        case OpKind::Reduce:
+        case OpKind::Contract:
+        case OpKind::LocalSlice:
+        case OpKind::MakePartial:
+        case OpKind::Place:
+        case OpKind::Reshape:
+        case OpKind::Broadcast:
+        case OpKind::Slice:
+        case OpKind::Pad:
+        case OpKind::Concat:
+        case OpKind::OneHot:
+        case OpKind::Embedding:
+        case OpKind::Call:
+        case OpKind::Print:
+        case OpKind::Save:
+        case OpKind::For:
+        case OpKind::If:
+        case OpKind::Grad: MESHC_ASSERT(false, "a collective lowers to its runtime call");
         }
     }, [&] { zero(r, val_[r]); });
 }

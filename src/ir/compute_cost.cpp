@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "ir/einsum.h"
+#include "ir/op_rules.h"
 
 namespace meshc::ir {
 
@@ -46,18 +46,6 @@ std::optional<DeviceModel> device_profile(std::string_view name) {
 }
 
 std::vector<std::string_view> device_profile_names() { return {"cpu", "h100", "h200"}; }
-
-double ew_flops(Ew ew) {
-    switch (ew) {
-    case Ew::Add: case Ew::Sub: case Ew::Mul: case Ew::Max: case Ew::Min: case Ew::Eq: case Ew::Ne:
-    case Ew::Lt: case Ew::Le: case Ew::Gt: case Ew::Ge: case Ew::And: case Ew::Or: case Ew::Neg:
-    case Ew::Not: case Ew::Abs: case Ew::Select: case Ew::Cast: case Ew::Relu: return 1;
-    case Ew::Div: case Ew::Mod: case Ew::Sqrt: case Ew::Rsqrt: return 4;
-    case Ew::Exp: case Ew::Log: case Ew::Tanh: case Ew::Cos: case Ew::Sin: case Ew::Sigmoid: return 10;
-    case Ew::Gelu: return 16;
-    }
-    return 1;
-}
 
 namespace {
 
@@ -102,25 +90,28 @@ double result_bytes(const Module& module, const Function& f, const Op& op) {
     return b;
 }
 
-/// 2 · the product of every index's local extent (the smallest piece any operand or
-/// the result holds of it).
+/// 2 · the product of every factor's local extent (the smallest piece any operand or
+/// the result holds of it: a split factor is split alike everywhere it appears).
 double contraction_flops(const Module& module, const Function& f, const Op& op) {
-    auto spec = parse_einsum(op.text);
-    if (!spec) return 0;
-    std::map<char, int64_t> extent;
-    auto visit = [&](const std::string& letters, ValueId v) {
-        if (v >= f.types.size()) return;
-        const TensorType& t = f.types[v];
-        for (size_t d = 0; d < letters.size() && d < t.shape.size(); ++d) {
-            int64_t n = local_dim(module, t, d);
-            auto [it, fresh] = extent.emplace(letters[d], n);
-            if (!fresh) it->second = std::min(it->second, n);
-        }
-    };
-    for (size_t i = 0; i < spec->inputs.size() && i < op.operands.size(); ++i) visit(spec->inputs[i], op.operands[i]);
-    if (!op.results.empty()) visit(spec->output, op.results[0]);
+    RuleInput in{module, op, {}, {}, {}};
+    for (ValueId v : op.operands) {
+        if (v >= f.types.size()) return 0;
+        in.operands.push_back(&f.types[v]);
+    }
+    OpFactors factors = op_factors(in);
+    if (!factors.defined) return 0;
+    const TensorType* result = !op.results.empty() && op.results[0] < f.types.size() ? &f.types[op.results[0]] : nullptr;
     double flops = 2;
-    for (const auto& [letter, n] : extent) flops *= static_cast<double>(n);
+    for (const Factor& factor : factors.factors) {
+        int64_t n = factor.size;
+        for (size_t k = 0; k < in.operands.size(); ++k) {
+            if (factor.operand_dims[k] >= 0) n = std::min(n, local_dim(module, *in.operands[k], static_cast<size_t>(factor.operand_dims[k])));
+        }
+        if (result && factor.result_dim >= 0 && static_cast<size_t>(factor.result_dim) < result->rank()) {
+            n = std::min(n, local_dim(module, *result, static_cast<size_t>(factor.result_dim)));
+        }
+        flops *= static_cast<double>(n);
+    }
     return flops;
 }
 
@@ -133,22 +124,22 @@ ComputeCost op_compute_cost(const Module& module, const Function& f, const Op& o
     auto result_elements = [&] {
         return op.results.empty() || op.results[0] >= f.types.size() ? 0.0 : local_elements(module, f.types[op.results[0]]);
     };
-    switch (op.kind) {
-    case OpKind::Contract: {
+    // How the op is charged: its row of op_rules.def.
+    switch (op_rule(op.kind).cost) {
+    case CostRule::Contraction:
         c.flops = contraction_flops(module, f, op);
         c.bytes = operand_bytes(module, f, op) + result_bytes(module, f, op);
         if (!op.results.empty() && op.results[0] < f.types.size()) rate = dev.matmul_rate(f.types[op.results[0]].dtype);
         break;
-    }
-    case OpKind::Elementwise:
-        c.flops = result_elements() * ew_flops(op.ew);
+    case CostRule::Pointwise:
+        c.flops = result_elements() * (op.kind == OpKind::Elementwise ? ew_rule(op.ew).flops : 1.0);
         c.bytes = operand_bytes(module, f, op) + result_bytes(module, f, op);
         break;
-    case OpKind::Reduce:
+    case CostRule::Reduction:
         c.flops = op.operands.empty() || op.operands[0] >= f.types.size() ? 0 : local_elements(module, f.types[op.operands[0]]);
         c.bytes = operand_bytes(module, f, op) + result_bytes(module, f, op);
         break;
-    case OpKind::Create:
+    case CostRule::Creation:
         // Writes the piece; the random kinds run Philox (about 20 operations an element).
         c.flops = op.create == CreateKind::RandomNormal || op.create == CreateKind::RandomUniform ||
                           op.create == CreateKind::Permutation
@@ -156,39 +147,15 @@ ComputeCost op_compute_cost(const Module& module, const Function& f, const Op& o
                       : 0;
         c.bytes = result_bytes(module, f, op);
         break;
-    case OpKind::Embedding:
+    case CostRule::Lookup:
         // Reads the rows it returns (and the ids), writes the result.
         c.bytes = 2 * result_bytes(module, f, op) + (op.operands.size() > 1 ? local_bytes(module, f, op.operands[1]) : 0);
         break;
-    case OpKind::OneHot:
-        c.flops = result_elements();
-        c.bytes = operand_bytes(module, f, op) + result_bytes(module, f, op);
-        break;
-    case OpKind::Reshape:
-    case OpKind::Broadcast:
-    case OpKind::Slice:
-    case OpKind::Pad:
-    case OpKind::Concat:
+    case CostRule::Copy:
         // Copies: read what is kept, write the result.
         c.bytes = std::min(operand_bytes(module, f, op), result_bytes(module, f, op)) + result_bytes(module, f, op);
         break;
-    case OpKind::Constant:
-    case OpKind::Load:
-    case OpKind::Arg:
-    case OpKind::AllReduce:
-    case OpKind::ReduceScatter:
-    case OpKind::AllGather:
-    case OpKind::AllToAll:
-    case OpKind::LocalSlice:
-    case OpKind::MakePartial:
-    case OpKind::Place:
-    case OpKind::Call:
-    case OpKind::Print:
-    case OpKind::Save:
-    case OpKind::For:
-    case OpKind::If:
-    case OpKind::Grad:
-        return c;
+    case CostRule::None: return c;
     }
     c.seconds = std::max(rate > 0 ? c.flops / rate : 0.0, dev.memory_bandwidth > 0 ? c.bytes / dev.memory_bandwidth : 0.0);
     return c;

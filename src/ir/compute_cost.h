@@ -28,7 +28,4 @@ struct ComputeCost {
 /// where they are: the callee's instance, the region's ops); I/O is not modelled.
 ComputeCost op_compute_cost(const Module& module, const Function& function, const Op& op);
 
-/// Flops of an element-wise function per element (transcendentals count several).
-double ew_flops(Ew ew);
-
 }  // namespace meshc::ir

@@ -4,8 +4,6 @@
 // marked with its reason.
 #include "ir/gir.h"
 
-#include <iterator>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -48,101 +46,12 @@ int64_t TensorType::local_bytes(const Mesh* mesh) const {
     return n * static_cast<int64_t>(dtype_bytes(dtype));
 }
 
-namespace {
-
-// One row per op, in ops.def's order (checked below at compile time).
-constexpr OpRule kRules[] = {
-#define MESHC_RULE(name, lo, hi, results, adjoint, meaning) {lo, hi, results, AdjointRule::adjoint, meaning},
-#include "ir/op_rules.def"
-#undef MESHC_RULE
-};
-
-constexpr OpKind kRuleOrder[] = {
-#define MESHC_RULE(name, lo, hi, results, adjoint, meaning) OpKind::name,
-#include "ir/op_rules.def"
-#undef MESHC_RULE
-};
-
-constexpr OpKind kOpOrder[] = {
-#define MESHC_OP(name, text) OpKind::name,
-#include "ir/ops.def"
-#undef MESHC_OP
-};
-
-constexpr bool same_order() {
-    if (std::size(kRuleOrder) != std::size(kOpOrder)) return false;
-    for (size_t i = 0; i < std::size(kOpOrder); ++i) {
-        if (kRuleOrder[i] != kOpOrder[i]) return false;
-    }
-    return true;
-}
-static_assert(same_order(), "op_rules.def has one row per op of ops.def, in the same order");
-
-}  // namespace
-
-const OpRule& op_rule(OpKind kind) { return kRules[static_cast<size_t>(kind)]; }
-
-std::string_view adjoint_rule_name(AdjointRule rule) {
-    switch (rule) {
-    case AdjointRule::None: return "none";
-    case AdjointRule::Identity: return "identity";
-    case AdjointRule::Elementwise: return "elementwise";
-    case AdjointRule::Reduce: return "reduce";
-    case AdjointRule::Contract: return "contract";
-    case AdjointRule::Reshape: return "reshape";
-    case AdjointRule::Broadcast: return "broadcast";
-    case AdjointRule::Slice: return "slice";
-    case AdjointRule::Concat: return "concat";
-    case AdjointRule::Embedding: return "embedding";
-    case AdjointRule::Branch: return "branch";
-    case AdjointRule::Flattened: return "flattened";
-    case AdjointRule::Expanded: return "expanded";
-    }
-    return "?";
-}
-
 std::string_view op_name(OpKind kind) {
     switch (kind) {
 #define MESHC_OP(name, text) \
     case OpKind::name: return text;
 #include "ir/ops.def"
 #undef MESHC_OP
-    }
-    return "?";
-}
-
-std::string_view ew_name(Ew ew) {
-    switch (ew) {
-    case Ew::Add: return "add";
-    case Ew::Sub: return "sub";
-    case Ew::Mul: return "mul";
-    case Ew::Div: return "div";
-    case Ew::Mod: return "mod";
-    case Ew::Max: return "max";
-    case Ew::Min: return "min";
-    case Ew::Eq: return "eq";
-    case Ew::Ne: return "ne";
-    case Ew::Lt: return "lt";
-    case Ew::Le: return "le";
-    case Ew::Gt: return "gt";
-    case Ew::Ge: return "ge";
-    case Ew::And: return "and";
-    case Ew::Or: return "or";
-    case Ew::Neg: return "neg";
-    case Ew::Not: return "not";
-    case Ew::Exp: return "exp";
-    case Ew::Log: return "log";
-    case Ew::Sqrt: return "sqrt";
-    case Ew::Rsqrt: return "rsqrt";
-    case Ew::Tanh: return "tanh";
-    case Ew::Cos: return "cos";
-    case Ew::Sin: return "sin";
-    case Ew::Sigmoid: return "sigmoid";
-    case Ew::Relu: return "relu";
-    case Ew::Gelu: return "gelu";
-    case Ew::Abs: return "abs";
-    case Ew::Select: return "select";
-    case Ew::Cast: return "cast";
     }
     return "?";
 }

@@ -45,25 +45,11 @@ enum class OpKind : uint8_t {
 };
 std::string_view op_name(OpKind kind);
 
-/// Which adjoint differentiates an op (op_rules.def): the families autodiff implements.
-enum class AdjointRule : uint8_t {
-    None, Identity, Elementwise, Reduce, Contract, Reshape, Broadcast, Slice, Concat, Embedding, Branch, Flattened, Expanded
-};
-
-/// An op's row of op_rules.def.
-struct OpRule {
-    int min_operands;
-    int max_operands;  // -1: any number
-    int results;       // -1: as many as operands; -2: checked elsewhere (calls, regions)
-    AdjointRule adjoint;
-    std::string_view local_meaning;
-};
-const OpRule& op_rule(OpKind kind);
-std::string_view adjoint_rule_name(AdjointRule rule);
-
+/// The element-wise functions (ew.def; their rules: ir/op_rules.h, `ew_rule`).
 enum class Ew : uint8_t {
-    Add, Sub, Mul, Div, Mod, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
-    Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Cos, Sin, Sigmoid, Relu, Gelu, Abs, Select, Cast
+#define MESHC_EW(name, text, operands, pending, result, flops) name,
+#include "ir/ew.def"
+#undef MESHC_EW
 };
 std::string_view ew_name(Ew ew);
 
@@ -88,10 +74,14 @@ struct Op {
     std::vector<ValueId> results;
     std::vector<ValueId> operands;
     Span span;  // the source construct this op comes from
-    // Attributes (which ones an op uses: ops.def).
+    // Attributes (which ones an op uses: ops.def; its rules: ir/op_rules.h).
     Ew ew = Ew::Add;
     CreateKind create = CreateKind::Zeros;
     ReduceKind reduce = ReduceKind::Sum;
+    /// Reduce: the reduced dims stay, with size 1.
+    bool keep_dims = false;
+    /// Elementwise `cast`: the element type it converts to.
+    DType dtype = DType::F32;
     std::string text;
     double number = 0;
     int64_t seed = 0;

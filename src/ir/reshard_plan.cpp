@@ -179,8 +179,31 @@ std::optional<CollectiveKind> collective_kind(OpKind kind) {
     case OpKind::ReduceScatter: return CollectiveKind::ReduceScatter;
     case OpKind::AllGather: return CollectiveKind::AllGather;
     case OpKind::AllToAll: return CollectiveKind::AllToAll;
-    default: return std::nullopt;
+    case OpKind::Constant:
+    case OpKind::Create:
+    case OpKind::Load:
+    case OpKind::Arg:
+    case OpKind::Elementwise:
+    case OpKind::Reduce:
+    case OpKind::Contract:
+    case OpKind::LocalSlice:
+    case OpKind::MakePartial:
+    case OpKind::Place:
+    case OpKind::Reshape:
+    case OpKind::Broadcast:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::OneHot:
+    case OpKind::Embedding:
+    case OpKind::Call:
+    case OpKind::Print:
+    case OpKind::Save:
+    case OpKind::For:
+    case OpKind::If:
+    case OpKind::Grad: return std::nullopt;
     }
+    return std::nullopt;
 }
 
 double step_cost(const ReshardStep& step, const TensorType& before, const Mesh& mesh) {

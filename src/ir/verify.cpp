@@ -4,28 +4,18 @@
 // docs/language.md, "Sharding rules". A problem found is a compiler bug; the driver reports it as an
 // internal error.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string>
 
 #include "ir/gir.h"
+#include "ir/op_rules.h"
 
 namespace meshc::ir {
 namespace {
 
 using Axes = ir::AxisList;
-
-AxisSet set_of(const Axes& axes) {
-    AxisSet set = 0;
-    for (uint8_t a : axes) set |= ir::axis_bit(a);
-    return set;
-}
-
-int popcount(AxisSet set) {
-    int n = 0;
-    for (; set; set &= set - 1) ++n;
-    return n;
-}
 
 class FunctionVerifier {
 public:
@@ -168,114 +158,55 @@ private:
         bool results_ok = std::all_of(op.results.begin(), op.results.end(),
                                       [&](ValueId id) { return id < f_.types.size(); });
         if (!operands_ok || !results_ok) return;
-        if (!arity(op, bad)) return;
+        if (std::string arity = check_arity(op); !arity.empty()) {
+            bad(arity);
+            return;
+        }
         for (ValueId id : op.operands) {
             if (!sound(id)) return;
         }
         for (ValueId id : op.results) {
             if (!sound(id)) return;
         }
-        switch (op.kind) {
-        case OpKind::Constant: {
-            const TensorType& r = f_.types[op.results[0]];
-            if (r.rank() != 0 || r.layout.partial) bad("a constant is a scalar: " + type(op.results[0]));
-            break;
+        // The op's type rule (ir/op_rules.h) gives its result types; they must be these.
+        RuleInput in{module_, op, {}, {}, {}};
+        for (ValueId id : op.operands) {
+            in.operands.push_back(&f_.types[id]);
+            in.labels.push_back(value(id));
         }
-        case OpKind::Create:
-            if (op.create == CreateKind::Permutation) {
-                const TensorType& r = f_.types[op.results[0]];
-                if (r.rank() != 1 || r.dtype != DType::I64 || r.layout.partial) bad("a permutation is an i64 vector: " + type(op.results[0]));
-            }
-            if (!op.operands.empty()) {
-                if (op.create != CreateKind::RandomNormal && op.create != CreateKind::RandomUniform && op.create != CreateKind::Permutation) {
-                    bad("only a random creation takes an operand (its seed)");
-                }
-                run_time_int(op.operands[0], "the seed", bad);
-            }
-            break;
-        case OpKind::Arg: {
-            const TensorType& r = f_.types[op.results[0]];
-            if (op.ints.size() != 1 || op.ints[0] < 0 || static_cast<size_t>(op.ints[0]) >= module_.args.size()) {
-                bad("not a program argument");
-            } else if (r.rank() != 0 || r.mesh >= 0 || r.layout.partial) {
-                bad("a program argument is a mesh-free scalar: " + type(op.results[0]));
-            }
-            break;
+        for (ValueId id : op.results) {
+            in.results.push_back(&f_.types[id]);
+            in.labels.push_back(value(id));
         }
-        case OpKind::Load:
-        case OpKind::Print:
-        case OpKind::Save:
-            if ((op.kind == OpKind::Load || op.kind == OpKind::Save) && !op.ints.empty() &&
-                (op.ints[0] < 0 || static_cast<size_t>(op.ints[0]) >= module_.args.size() ||
-                 module_.args[static_cast<size_t>(op.ints[0])].kind != ProgramArg::Path)) {
-                bad("the path is not a path argument");
-            }
-            if (op.kind == OpKind::Load && op.names.size() > 1) bad("a load reads one tensor");
-            if (op.kind == OpKind::Save && op.names.empty() && op.operands.size() != 1) bad("a .npy save writes one tensor");
-            if (op.kind == OpKind::Save && !op.names.empty() && op.names.size() != op.operands.size()) {
-                bad("a .safetensors save names each operand");
-            }
-            if (op.kind == OpKind::Print && !op.names.empty()) bad("print has no tensor names");
-            break;
-        case OpKind::Elementwise: check_elementwise(op, bad); break;
-        case OpKind::Reduce: check_reduce(op, bad); break;
-        case OpKind::Contract: check_contract(op, bad); break;
-        case OpKind::AllReduce:
-            // Several tensors at once (combined by transform/combine_collectives): each
-            // pair is an all_reduce of its own, all over one mesh.
-            for (size_t i = 0; i < op.operands.size(); ++i) {
-                Op one = op;
-                one.operands = {op.operands[i]};
-                one.results = {op.results[i]};
-                check_collective(one, bad);
-                if (f_.types[op.operands[i]].mesh != f_.types[op.operands[0]].mesh) bad("combined tensors on different meshes");
-            }
-            break;
-        case OpKind::ReduceScatter:
-        case OpKind::AllGather:
-        case OpKind::AllToAll:
-        case OpKind::LocalSlice:
-        case OpKind::MakePartial: check_collective(op, bad); break;
-        case OpKind::Call: check_call(op, bad); break;
-        case OpKind::For:
-        case OpKind::If:
-        case OpKind::Grad: check_structured(op, bad); break;
-        case OpKind::Reshape:
-        case OpKind::Broadcast:
-            if (f_.types[op.results[0]].shape != op.ints) bad("the result shape is not the op's shape");
-            break;
-        case OpKind::Slice:
-        case OpKind::Pad:
-        case OpKind::Concat:
-            if (op.kind != OpKind::Concat) {
-                if (op.ints.size() != 2) bad("a slice or pad has [start, size]");
-                if (op.operands.size() == 2) run_time_int(op.operands[1], "the start", bad);
-            }
-            if (op.dim < 0 || static_cast<size_t>(op.dim) >= f_.types[op.results[0]].rank()) {
-                bad("dim out of range");
-            } else if (!f_.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)].empty()) {
-                bad("the sliced or joined dim must be unsplit");
-            }
-            break;
-        case OpKind::OneHot:
-        case OpKind::Embedding: break;
-        case OpKind::Place: {
-            const TensorType& in = f_.types[op.operands[0]];
-            const TensorType& out = f_.types[op.results[0]];
-            if (in.shape != out.shape || in.dtype != out.dtype) bad("place changes the shape or element type");
-            if ((in.mesh < 0) == (out.mesh < 0)) bad("place moves a value onto a mesh or off it");
-            if (!in.layout.is_replicated() || !out.layout.is_replicated()) bad("place takes and gives replicated values");
-            break;
+        std::vector<TensorType> expected;
+        if (std::string error = apply_type_rule(in, expected); !error.empty()) {
+            bad(error);
+            return;
         }
-        }
+        for (size_t i = 0; i < op.results.size() && i < expected.size(); ++i) compare(op.results[i], expected[i], bad);
+        // What the rule leaves to the structure: callees and regions.
+        if (op.kind == OpKind::Call) check_call(op, bad);
+        if (op.kind == OpKind::For || op.kind == OpKind::If || op.kind == OpKind::Grad) check_structured(op, bad);
     }
 
-    // A run-time integer operand (a seed, a slice start): an integer scalar, not pending.
+    /// A result's type against the one its op's rule gives.
     template <typename Bad>
-    void run_time_int(ValueId v, const char* what, Bad& bad) {
-        const TensorType& t = f_.types[v];
-        if (t.rank() != 0 || t.layout.partial || (t.dtype != DType::I64 && t.dtype != DType::I32)) {
-            bad(fmt::format("{} must be an integer scalar, found {}", what, type(v)));
+    void compare(ValueId id, const TensorType& want, Bad& bad) {
+        const TensorType& t = f_.types[id];
+        if (t == want) return;
+        if (t.shape != want.shape) {
+            bad(fmt::format("result {} has shape [{}], but the rule gives [{}]", value(id), fmt::join(t.shape, ", "),
+                            fmt::join(want.shape, ", ")));
+        } else if (t.dtype != want.dtype) {
+            bad(fmt::format("result {} is {}, but the rule gives {}", value(id), dtype_name(t.dtype), dtype_name(want.dtype)));
+        } else if (t.mesh != want.mesh) {
+            bad(fmt::format("result {} is on mesh #{}, but the rule puts it on mesh #{}", value(id), t.mesh, want.mesh));
+        } else if (t.layout.partial != want.layout.partial) {
+            bad(fmt::format("result {} should be partial over {}: {}", value(id), axes_text(mesh_of(t), want.layout.partial),
+                            type(id)));
+        } else {
+            bad(fmt::format("result {} is split as {}, but the rule gives {}", value(id), type(id),
+                            type_to_string(module_, want)));
         }
     }
 
@@ -310,266 +241,6 @@ private:
     }
 
     template <typename Bad>
-    bool arity(const Op& op, Bad& bad) {
-        auto expect = [&](size_t lo, size_t hi, size_t results) {
-            if (op.operands.size() < lo || op.operands.size() > hi) {
-                bad(lo == hi ? fmt::format("has {} operands, expected {}", op.operands.size(), lo)
-                             : fmt::format("has {} operands, expected {} to {}", op.operands.size(), lo, hi));
-                return false;
-            }
-            if (op.results.size() != results) {
-                bad(fmt::format("has {} results, expected {}", op.results.size(), results));
-                return false;
-            }
-            return true;
-        };
-        // The arity is the op's row of op_rules.def; element-wise ops by their function.
-        if (op.kind == OpKind::Elementwise) {
-            size_t n = elementwise_arity(op.ew);
-            return expect(n, n, 1);
-        }
-        const OpRule& rule = op_rule(op.kind);
-        size_t hi = rule.max_operands < 0 ? SIZE_MAX : static_cast<size_t>(rule.max_operands);
-        if (rule.results == -2) {
-            if (op.kind == OpKind::Call || op.kind == OpKind::Grad) return true;  // checked against the callee
-            if (op.kind == OpKind::For) return expect(2, SIZE_MAX, op.operands.size() - 2);
-            return expect(static_cast<size_t>(rule.min_operands), hi, op.results.size());
-        }
-        size_t results = rule.results == -1 ? op.operands.size() : static_cast<size_t>(rule.results);
-        return expect(static_cast<size_t>(rule.min_operands), hi, results);
-        return true;
-    }
-
-    static size_t elementwise_arity(Ew ew) {
-        switch (ew) {
-        case Ew::Neg: case Ew::Not: case Ew::Exp: case Ew::Log: case Ew::Sqrt: case Ew::Rsqrt:
-        case Ew::Tanh: case Ew::Cos: case Ew::Sin: case Ew::Sigmoid: case Ew::Relu: case Ew::Gelu: case Ew::Abs: case Ew::Cast:
-            return 1;
-        case Ew::Select: return 3;
-        default: return 2;
-        }
-    }
-
-    /// Mesh agreement of an op's placed values: each placed operand is on the result's mesh.
-    template <typename Bad>
-    bool same_mesh(const Op& op, Bad& bad) {
-        const TensorType& r = f_.types[op.results[0]];
-        for (ValueId id : op.operands) {
-            const TensorType& t = f_.types[id];
-            if (t.mesh >= 0 && t.mesh != r.mesh) {
-                bad(fmt::format("operand {} is on mesh #{}, the result on mesh #{}", value(id), t.mesh, r.mesh));
-                return false;
-            }
-        }
-        return true;
-    }
-
-    template <typename Bad>
-    void check_elementwise(const Op& op, Bad& bad) {
-        ValueId rid = op.results[0];
-        const TensorType& r = f_.types[rid];
-        // NumPy broadcasting, trailing alignment.
-        size_t rank = 0;
-        for (ValueId id : op.operands) rank = std::max(rank, f_.types[id].rank());
-        std::vector<int64_t> shape(rank, 1);
-        for (ValueId id : op.operands) {
-            const TensorType& t = f_.types[id];
-            for (size_t i = 0; i < t.rank(); ++i) {
-                int64_t& s = shape[rank - t.rank() + i];
-                int64_t o = t.shape[i];
-                if (o != 1 && s != 1 && o != s) {
-                    bad(fmt::format("operand shapes do not broadcast ({})", value(id)));
-                    return;
-                }
-                if (o != 1) s = o;
-            }
-        }
-        if (shape != r.shape) {
-            bad(fmt::format("result shape [{}] is not the broadcast shape [{}]", fmt::join(r.shape, ", "),
-                            fmt::join(shape, ", ")));
-            return;
-        }
-        bool logical = op.ew == Ew::Eq || op.ew == Ew::Ne || op.ew == Ew::Lt || op.ew == Ew::Le || op.ew == Ew::Gt ||
-                       op.ew == Ew::Ge || op.ew == Ew::And || op.ew == Ew::Or || op.ew == Ew::Not;
-        if (logical && r.dtype != DType::Bool) {
-            bad(fmt::format("a comparison's result must be bool, not {}", dtype_name(r.dtype)));
-            return;
-        }
-        if (!same_mesh(op, bad)) return;
-        const Mesh* mesh = mesh_of(r);
-        // Splits agree (rule 5): an operand's dim of full size is split like the result's.
-        for (ValueId id : op.operands) {
-            const TensorType& t = f_.types[id];
-            if (t.mesh < 0) continue;
-            for (size_t i = 0; i < t.rank(); ++i) {
-                size_t d = rank - t.rank() + i;
-                bool full = t.shape[i] == r.shape[d];
-                if (full ? t.layout.dims[i] != r.layout.dims[d] : !t.layout.dims[i].empty()) {
-                    bad(fmt::format("operand {} is split differently from the result in dim {}", value(id), d));
-                }
-            }
-        }
-        // Partial values (rule 2).
-        auto partial = [&](size_t i) { return f_.types[op.operands[i]].layout.partial; };
-        AxisSet expected = 0;
-        bool ok = true;
-        switch (op.ew) {
-        case Ew::Add:
-        case Ew::Sub:
-            expected = partial(0);
-            ok = partial(1) == partial(0);
-            break;
-        case Ew::Mul:
-            expected = partial(0) | partial(1);
-            ok = partial(0) == 0 || partial(1) == 0;
-            break;
-        case Ew::Div:
-            expected = partial(0);
-            ok = partial(1) == 0;
-            break;
-        case Ew::Neg:
-        case Ew::Cast: expected = partial(0); break;
-        default:
-            for (size_t i = 0; i < op.operands.size(); ++i) ok = ok && partial(i) == 0;
-            break;
-        }
-        if (!ok) {
-            bad(fmt::format("operands of {} with these pending sums need a reduction first", ew_name(op.ew)));
-        } else if (r.layout.partial != expected) {
-            bad(fmt::format("result {} should be partial over {}: {}", value(rid), axes_text(mesh, expected),
-                            type(rid)));
-        }
-    }
-
-    template <typename Bad>
-    void check_reduce(const Op& op, Bad& bad) {
-        const TensorType& x = f_.types[op.operands[0]];
-        ValueId rid = op.results[0];
-        const TensorType& r = f_.types[rid];
-        // No dims listed: every dim (`sum(x)` without `axis:`).
-        std::vector<bool> reduced(x.rank(), op.ints.empty());
-        for (int64_t d : op.ints) {
-            if (d < 0 || static_cast<size_t>(d) >= x.rank() || reduced[static_cast<size_t>(d)]) {
-                bad(fmt::format("invalid reduced dims [{}] for rank {}", fmt::join(op.ints, ", "), x.rank()));
-                return;
-            }
-            reduced[static_cast<size_t>(d)] = true;
-        }
-        if (!same_mesh(op, bad)) return;
-        // The result drops the reduced dims, or keeps them with size 1 (keepdims).
-        TensorType dropped = r, kept = r;
-        dropped.shape.clear();
-        dropped.layout.dims.clear();
-        kept.shape = x.shape;
-        kept.layout.dims = x.layout.dims;
-        AxisSet summed = 0;
-        for (size_t d = 0; d < x.rank(); ++d) {
-            if (reduced[d]) {
-                summed |= set_of(x.layout.dims[d]);
-                kept.shape[d] = 1;
-                kept.layout.dims[d].clear();
-            } else {
-                dropped.shape.push_back(x.shape[d]);
-                dropped.layout.dims.push_back(x.layout.dims[d]);
-            }
-        }
-        if (r.shape != dropped.shape && r.shape != kept.shape) {
-            bad(fmt::format("result shape [{}] does not follow from reducing [{}] over dims [{}]",
-                            fmt::join(r.shape, ", "), fmt::join(x.shape, ", "), fmt::join(op.ints, ", ")));
-            return;
-        }
-        const auto& dims = r.shape == dropped.shape ? dropped.layout.dims : kept.layout.dims;
-        if (r.layout.dims != dims) bad(fmt::format("result {} is split unlike the operand's kept dims", value(rid)));
-        if (op.reduce == ReduceKind::Max && x.layout.partial) {
-            bad("max over a value with a pending sum needs a reduction first");
-        }
-        AxisSet expected = x.layout.partial | summed;
-        if (r.layout.partial != expected) {
-            bad(fmt::format("result {} should be partial over {}: {}", value(rid), axes_text(mesh_of(r), expected),
-                            type(rid)));
-        }
-    }
-
-    template <typename Bad>
-    void check_contract(const Op& op, Bad& bad) {
-        const std::string& spec = op.text;
-        size_t arrow = spec.find("->");
-        if (arrow == std::string::npos) {
-            bad(fmt::format("einsum spec \"{}\" has no '->'", spec));
-            return;
-        }
-        std::vector<std::string> terms;
-        std::string lhs = spec.substr(0, arrow);
-        for (size_t start = 0;;) {
-            size_t comma = lhs.find(',', start);
-            terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
-        std::string out = spec.substr(arrow + 2);
-        if (terms.size() != op.operands.size()) {
-            bad(fmt::format("einsum spec \"{}\" has {} inputs for {} operands", spec, terms.size(), op.operands.size()));
-            return;
-        }
-        ValueId rid = op.results[0];
-        const TensorType& r = f_.types[rid];
-        struct Letter {
-            int64_t size = -1;
-            const Axes* split = nullptr;
-            bool in_output = false;
-        };
-        Letter letters[26];
-        auto visit = [&](const std::string& term, const TensorType& t, const std::string& who) {
-            if (term.size() != t.rank()) {
-                bad(fmt::format("einsum term \"{}\" does not match the rank {} of {}", term, t.rank(), who));
-                return false;
-            }
-            for (size_t i = 0; i < term.size(); ++i) {
-                if (term[i] < 'a' || term[i] > 'z') {
-                    bad(fmt::format("einsum spec \"{}\" has a character other than a-z", spec));
-                    return false;
-                }
-                Letter& l = letters[term[i] - 'a'];
-                if (l.size >= 0 && l.size != t.shape[i]) {
-                    bad(fmt::format("index '{}' has size {} in {} but {} elsewhere", term[i], t.shape[i], who,
-                                    l.size));
-                    return false;
-                }
-                l.size = t.shape[i];
-                if (t.mesh < 0) continue;
-                if (l.split && *l.split != t.layout.dims[i]) {
-                    bad(fmt::format("index '{}' is split differently in {}", term[i], who));
-                }
-                if (!l.split) l.split = &t.layout.dims[i];
-            }
-            return true;
-        };
-        AxisSet pending = 0;
-        for (size_t k = 0; k < terms.size(); ++k) {
-            const TensorType& t = f_.types[op.operands[k]];
-            if (!visit(terms[k], t, value(op.operands[k]))) return;
-            pending |= t.layout.partial;
-            if (t.dtype != r.dtype) bad(fmt::format("operand {} has another element type than the result", value(op.operands[k])));
-        }
-        for (char c : out) {
-            if (c < 'a' || c > 'z' || letters[c - 'a'].size < 0) {
-                bad(fmt::format("einsum output \"{}\" names an index no input has", out));
-                return;
-            }
-            letters[c - 'a'].in_output = true;
-        }
-        if (!same_mesh(op, bad)) return;
-        if (!visit(out, r, "the result " + value(rid))) return;
-        for (const Letter& l : letters) {
-            if (l.size >= 0 && !l.in_output && l.split) pending |= set_of(*l.split);
-        }
-        if (r.layout.partial != pending) {
-            bad(fmt::format("result {} should be partial over {}: {}", value(rid), axes_text(mesh_of(r), pending),
-                            type(rid)));
-        }
-    }
-
-    template <typename Bad>
     void check_call(const Op& op, Bad& bad) {
         if (op.callee < 0 || static_cast<size_t>(op.callee) >= module_.functions.size()) {
             bad(fmt::format("callee #{} is not a function of the module", op.callee));
@@ -594,133 +265,6 @@ private:
         };
         compare(op.operands, callee.params, "argument");
         compare(op.results, callee.results, "result");
-    }
-
-    /// docs/language.md, "The coercion table"; the op's axes are one group.
-    template <typename Bad>
-    void check_collective(const Op& op, Bad& bad) {
-        ValueId xid = op.operands[0], rid = op.results[0];
-        const TensorType& x = f_.types[xid];
-        const TensorType& r = f_.types[rid];
-        if (x.mesh < 0 || r.mesh != x.mesh) {
-            bad(fmt::format("operand and result must be on one mesh: {} -> {}", type(xid), type(rid)));
-            return;
-        }
-        if (x.dtype != r.dtype || x.shape != r.shape) {
-            bad(fmt::format("changes the element type or global shape: {} -> {}", type(xid), type(rid)));
-            return;
-        }
-        const Mesh& mesh = *mesh_of(x);
-        AxisSet all = mesh.axes.size() >= 64 ? ~AxisSet{0} : ir::axis_bit(mesh.axes.size()) - 1;
-        if (op.axes == 0 || (op.axes & ~all) != 0) {
-            bad(fmt::format("axes mask {:#x} is empty or names axes mesh {} does not have", op.axes, mesh.name));
-            return;
-        }
-        std::string axes = axes_text(&mesh, op.axes);
-        auto check_dim = [&](int32_t d, const char* what) {
-            if (d < 0 || static_cast<size_t>(d) >= x.rank()) {
-                bad(fmt::format("{} {} is not a dim of {}", what, d, type(xid)));
-                return false;
-            }
-            return true;
-        };
-        // Dim `d` of the result: dim `d` of the operand with `axes` appended (as minor-most).
-        auto gains = [&](size_t d) {
-            const Axes& from = x.layout.dims[d];
-            const Axes& to = r.layout.dims[d];
-            size_t k = static_cast<size_t>(popcount(op.axes));
-            return to.size() == from.size() + k && std::equal(from.begin(), from.end(), to.begin()) &&
-                   set_of(Axes(to.end() - static_cast<std::ptrdiff_t>(k), to.end())) == op.axes;
-        };
-        // Dim `d` of the result: dim `d` of the operand without its minor-most `axes`.
-        auto loses = [&](size_t d) {
-            const Axes& from = x.layout.dims[d];
-            const Axes& to = r.layout.dims[d];
-            size_t k = static_cast<size_t>(popcount(op.axes));
-            return from.size() == to.size() + k && std::equal(to.begin(), to.end(), from.begin()) &&
-                   set_of(Axes(from.end() - static_cast<std::ptrdiff_t>(k), from.end())) == op.axes;
-        };
-        auto others_same = [&](int32_t a, int32_t b) {
-            for (size_t d = 0; d < x.rank(); ++d) {
-                if (static_cast<int32_t>(d) == a || static_cast<int32_t>(d) == b) continue;
-                if (x.layout.dims[d] != r.layout.dims[d]) {
-                    bad(fmt::format("changes the split of dim {}: {} -> {}", d, type(xid), type(rid)));
-                    return false;
-                }
-            }
-            return true;
-        };
-        auto transition = [&]() { return fmt::format("{} -> {}", type(xid), type(rid)); };
-        switch (op.kind) {
-        case OpKind::AllReduce:
-        case OpKind::ReduceScatter:
-            if ((x.layout.partial & op.axes) != op.axes) {
-                bad(fmt::format("operand {} is not partial over {}: {}", value(xid), axes, type(xid)));
-                return;
-            }
-            if (r.layout.partial != (x.layout.partial & ~op.axes)) {
-                bad(fmt::format("result must keep the other pending sums and drop {}: {}", axes, transition()));
-            }
-            if (op.kind == OpKind::AllReduce) {
-                others_same(-1, -1);
-            } else if (check_dim(op.dim, "dim") && others_same(op.dim, -1) &&
-                       !gains(static_cast<size_t>(op.dim))) {
-                bad(fmt::format("dim {} must gain {} as its minor-most axes: {}", op.dim, axes, transition()));
-            }
-            break;
-        case OpKind::AllGather:
-            if (r.layout.partial != x.layout.partial) bad("changes the pending sums: " + transition());
-            if (check_dim(op.dim, "dim") && others_same(op.dim, -1) && !loses(static_cast<size_t>(op.dim))) {
-                bad(fmt::format("dim {} must lose {}, its minor-most axes: {}", op.dim, axes, transition()));
-            }
-            break;
-        case OpKind::AllToAll:
-            if (r.layout.partial != x.layout.partial) bad("changes the pending sums: " + transition());
-            if (!check_dim(op.dim, "from dim") || !check_dim(op.dim2, "to dim")) return;
-            if (op.dim == op.dim2) {
-                bad(fmt::format("from and to are the same dim {}", op.dim));
-                return;
-            }
-            if (!others_same(op.dim, op.dim2)) return;
-            if (!loses(static_cast<size_t>(op.dim))) {
-                bad(fmt::format("dim {} must lose {}, its minor-most axes: {}", op.dim, axes, transition()));
-            }
-            if (!gains(static_cast<size_t>(op.dim2))) {
-                bad(fmt::format("dim {} must gain {} as its minor-most axes: {}", op.dim2, axes, transition()));
-            }
-            break;
-        case OpKind::LocalSlice:
-            if (((x.layout.split_axes() | x.layout.partial) & op.axes) != 0) {
-                bad(fmt::format("operand {} is not replicated over {}: {}", value(xid), axes, type(xid)));
-                return;
-            }
-            if (r.layout.partial != x.layout.partial) bad("changes the pending sums: " + transition());
-            if (check_dim(op.dim, "dim") && others_same(op.dim, -1) && !gains(static_cast<size_t>(op.dim))) {
-                bad(fmt::format("dim {} must gain {} as its minor-most axes: {}", op.dim, axes, transition()));
-            }
-            break;
-        case OpKind::MakePartial: {
-            if (x.layout.partial & op.axes) {
-                bad(fmt::format("operand {} is already partial over {}", value(xid), axes));
-                return;
-            }
-            if (r.layout.partial != (x.layout.partial | op.axes)) {
-                bad(fmt::format("result must be partial over {} too: {}", axes, transition()));
-            }
-            // A dim split over the axes becomes whole (the slice is placed in zeros).
-            for (size_t d = 0; d < x.rank(); ++d) {
-                Axes expected;
-                for (uint8_t a : x.layout.dims[d]) {
-                    if (!(op.axes & ir::axis_bit(a))) expected.push_back(a);
-                }
-                if (r.layout.dims[d] != expected) {
-                    bad(fmt::format("dim {} must keep only its axes outside {}: {}", d, axes, transition()));
-                }
-            }
-            break;
-        }
-        default: break;
-        }
     }
 
     const Module& module_;

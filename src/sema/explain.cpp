@@ -3,6 +3,7 @@
 #include "sema/explain.h"
 
 #include "ir/compute_cost.h"
+#include "ir/reshard_plan.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,14 +21,9 @@ using ir::OpKind;
 
 std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir::Function& function,
                                               const ir::Op& op) {
-    CollectiveKind kind;
-    switch (op.kind) {
-    case OpKind::AllReduce: kind = CollectiveKind::AllReduce; break;
-    case OpKind::ReduceScatter: kind = CollectiveKind::ReduceScatter; break;
-    case OpKind::AllGather: kind = CollectiveKind::AllGather; break;
-    case OpKind::AllToAll: kind = CollectiveKind::AllToAll; break;
-    default: return std::nullopt;
-    }
+    auto collective = ir::collective_kind(op.kind);
+    if (!collective) return std::nullopt;
+    CollectiveKind kind = *collective;
     if (op.operands.empty() || op.operands.size() != op.results.size()) return std::nullopt;
     if (op.operands.size() > 1 && kind != CollectiveKind::AllReduce) return std::nullopt;
     // b: the unsplit side; an all_reduce of several tensors at once sends them as one buffer.
@@ -102,7 +98,29 @@ std::string describe(const ir::Module& module, const ir::Function& f, const ir::
     case OpKind::AllGather:
     case OpKind::LocalSlice: out += fmt::format(" dim {}", op.dim); break;
     case OpKind::AllToAll: out += fmt::format(" dim {} -> {}", op.dim, op.dim2); break;
-    default: break;
+    case OpKind::Constant:
+    case OpKind::Create:
+    case OpKind::Load:
+    case OpKind::Arg:
+    case OpKind::Elementwise:
+    case OpKind::Reduce:
+    case OpKind::Contract:
+    case OpKind::AllReduce:
+    case OpKind::MakePartial:
+    case OpKind::Place:
+    case OpKind::Reshape:
+    case OpKind::Broadcast:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::OneHot:
+    case OpKind::Embedding:
+    case OpKind::Call:
+    case OpKind::Print:
+    case OpKind::Save:
+    case OpKind::For:
+    case OpKind::If:
+    case OpKind::Grad: break;
     }
     return out;
 }

@@ -69,8 +69,29 @@ std::vector<int32_t> group_axes(const ir::Function& fn, const Op& op) {
         auto g = suffix_after(out, in, ok);
         return ok ? g : axes_of(op.axes);
     }
-    default: return {};
+    case OpKind::Constant:
+    case OpKind::Create:
+    case OpKind::Load:
+    case OpKind::Arg:
+    case OpKind::Elementwise:
+    case OpKind::Reduce:
+    case OpKind::Contract:
+    case OpKind::Place:
+    case OpKind::Reshape:
+    case OpKind::Broadcast:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::OneHot:
+    case OpKind::Embedding:
+    case OpKind::Call:
+    case OpKind::Print:
+    case OpKind::Save:
+    case OpKind::For:
+    case OpKind::If:
+    case OpKind::Grad: return {};
     }
+    return {};
 }
 
 LocalModule partition(const ir::Module& module) {
@@ -223,7 +244,24 @@ private:
             bind(outs, shape(op.results[0]));
             break;
         }
-        default: break;
+        case OpKind::Constant:
+        case OpKind::Create:
+        case OpKind::Load:
+        case OpKind::Arg:
+        case OpKind::Reduce:
+        case OpKind::Reshape:
+        case OpKind::Broadcast:
+        case OpKind::Slice:
+        case OpKind::Pad:
+        case OpKind::Concat:
+        case OpKind::OneHot:
+        case OpKind::Embedding:
+        case OpKind::Call:
+        case OpKind::Print:
+        case OpKind::Save:
+        case OpKind::For:
+        case OpKind::If:
+        case OpKind::Grad: break;
         }
     }
 };
@@ -322,7 +360,14 @@ private:
                 break;
             case OpKind::Arg: out_ << " \"" << m_.global->args[static_cast<size_t>(op.ints[0])].name << "\""; break;
             case OpKind::Concat: out_ << " dim " << op.dim; break;
-            default: break;
+            case OpKind::Place:
+            case OpKind::Reshape:
+            case OpKind::Broadcast:
+            case OpKind::OneHot:
+            case OpKind::Embedding:
+            case OpKind::For:
+            case OpKind::If:
+            case OpKind::Grad: break;
             }
             size_t shown = (op.kind == OpKind::Slice || op.kind == OpKind::Pad) ? 1 : op.operands.size();
             for (size_t i = 0; i < shown && i < op.operands.size(); ++i) out_ << (i ? ", %" : " %") << op.operands[i];

@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "ir/einsum.h"
+#include "ir/op_rules.h"
 #include "ir/reshard_plan.h"
 
 namespace meshc::transform {
@@ -38,11 +39,6 @@ struct Failed {};
 
 /// Operations one derived function may unroll to (loops times bodies, inlined calls).
 constexpr size_t kMaxOps = 200000;
-
-bool is_comparison(Ew e) {
-    return e == Ew::Eq || e == Ew::Ne || e == Ew::Lt || e == Ew::Le || e == Ew::Gt || e == Ew::Ge || e == Ew::And ||
-           e == Ew::Or || e == Ew::Not;
-}
 
 AxisSet axes_of(const AxisList& list) {
     AxisSet s = 0;
@@ -260,7 +256,29 @@ private:
                 break;
             }
             case OpKind::Grad: MESHC_ASSERT(false, "an inner grad is expanded before the function holding it");
-            default: {
+            case OpKind::Constant:
+            case OpKind::Create:
+            case OpKind::Load:
+            case OpKind::Arg:
+            case OpKind::Elementwise:
+            case OpKind::Reduce:
+            case OpKind::Contract:
+            case OpKind::AllReduce:
+            case OpKind::ReduceScatter:
+            case OpKind::AllGather:
+            case OpKind::AllToAll:
+            case OpKind::LocalSlice:
+            case OpKind::MakePartial:
+            case OpKind::Place:
+            case OpKind::Reshape:
+            case OpKind::Broadcast:
+            case OpKind::Slice:
+            case OpKind::Pad:
+            case OpKind::Concat:
+            case OpKind::OneHot:
+            case OpKind::Embedding:
+            case OpKind::Print:
+            case OpKind::Save: {
                 Op n = op;
                 for (ValueId& v : n.operands) v = lookup(map, v);
                 for (size_t i = 0; i < op.results.size(); ++i) {
@@ -390,61 +408,21 @@ private:
         return emit(std::move(op), t);
     }
 
-    /// An element-wise op; the result's type follows the verifier's rules (operands'
-    /// splits agree by construction).
+    /// The result type of `op` over its operands, by the op's rule (ir/op_rules.h);
+    /// `hint` settles what the operands leave open (a broadcast's new dims).
+    TensorType rule_type(const Op& op, const TensorType* hint = nullptr) {
+        std::vector<const TensorType*> operands;
+        for (ValueId x : op.operands) operands.push_back(&type(x));
+        return infer_result(m_, op, operands, hint);
+    }
+
+    /// An element-wise op (a cast: to `dtype`); its type is the rule's.
     ValueId ew(Ew e, std::vector<ValueId> xs, std::optional<DType> dtype = std::nullopt) {
-        size_t rank = 0;
-        for (ValueId x : xs) rank = std::max(rank, type(x).rank());
-        TensorType r;
-        r.shape.assign(rank, 1);
-        r.layout = Layout::replicated(rank);
-        r.mesh = -1;
-        std::vector<bool> fixed(rank, false);
-        for (ValueId x : xs) {
-            const TensorType& t = type(x);
-            if (t.mesh >= 0) r.mesh = t.mesh;
-            for (size_t i = 0; i < t.rank(); ++i) {
-                size_t d = rank - t.rank() + i;
-                if (t.shape[i] != 1) r.shape[d] = t.shape[i];
-            }
-        }
-        for (ValueId x : xs) {
-            const TensorType& t = type(x);
-            if (t.mesh < 0) continue;
-            for (size_t i = 0; i < t.rank(); ++i) {
-                size_t d = rank - t.rank() + i;
-                if (!fixed[d] && t.shape[i] == r.shape[d]) {
-                    r.layout.dims[d] = t.layout.dims[i];
-                    fixed[d] = true;
-                }
-            }
-        }
-        auto partial = [&](size_t i) { return type(xs[i]).layout.partial; };
-        switch (e) {
-        case Ew::Add:
-        case Ew::Sub: r.layout.partial = partial(0); break;
-        case Ew::Mul: r.layout.partial = partial(0) | partial(1); break;
-        case Ew::Div:
-        case Ew::Neg:
-        case Ew::Cast: r.layout.partial = partial(0); break;
-        default: r.layout.partial = 0; break;
-        }
-        if (dtype) {
-            r.dtype = *dtype;
-        } else if (is_comparison(e)) {
-            r.dtype = DType::Bool;
-        } else {
-            r.dtype = type(xs[0]).dtype;
-            for (ValueId x : xs) {
-                if (type(x).rank() > 0 || type(x).mesh >= 0) {
-                    r.dtype = type(x).dtype;
-                    break;
-                }
-            }
-        }
         Op op{OpKind::Elementwise};
         op.ew = e;
+        if (dtype) op.dtype = *dtype;
         op.operands = std::move(xs);
+        TensorType r = rule_type(op);
         return emit(std::move(op), std::move(r));
     }
     ValueId mul(ValueId a, ValueId b) { return ew(Ew::Mul, {a, b}); }
@@ -457,47 +435,42 @@ private:
 
     /// sum over `dims`, dropped or kept with size 1.
     ValueId reduce_sum(ValueId x, const std::vector<int64_t>& dims, bool keep) {
-        const TensorType& t = type(x);
-        TensorType r = t;
-        r.shape.clear();
-        r.layout.dims.clear();
-        AxisSet summed = 0;
-        for (size_t d = 0; d < t.rank(); ++d) {
-            bool reduced = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
-            if (reduced) summed |= axes_of(t.layout.dims[d]);
-            if (!reduced || keep) {
-                r.shape.push_back(reduced ? 1 : t.shape[d]);
-                r.layout.dims.push_back(reduced ? AxisList{} : t.layout.dims[d]);
-            }
-        }
-        r.layout.partial = t.layout.partial | summed;
         Op op{OpKind::Reduce};
         op.reduce = ReduceKind::Sum;
         op.ints = dims;
+        op.keep_dims = keep;
         op.operands = {x};
+        TensorType r = rule_type(op);
         return emit(std::move(op), std::move(r));
     }
 
+    /// x reshaped to `shape` and laid out as `layout`: the reshape keeps what its rule
+    /// keeps of x's splits (x converted first where the rule needs it), then converts.
     ValueId reshape(ValueId x, std::vector<int64_t> shape, Layout layout) {
         if (type(x).shape == shape && type(x).layout == layout) return x;
-        TensorType r = type(x);
-        r.shape = shape;
-        r.layout = std::move(layout);
+        if (type(x).mesh >= 0) {
+            ReshapeLayouts l = reshape_layouts(type(x).shape, type(x).layout, shape, &m_.meshes[static_cast<size_t>(type(x).mesh)]);
+            x = reshard(x, l.need);
+        }
         Op op{OpKind::Reshape};
         op.ints = std::move(shape);
         op.operands = {x};
-        return emit(std::move(op), std::move(r));
+        TensorType r = rule_type(op);
+        ValueId y = emit(std::move(op), std::move(r));
+        return type(y).mesh >= 0 ? reshard(y, layout) : y;
     }
 
     ValueId broadcast(ValueId x, std::vector<int64_t> shape, Layout layout) {
         if (type(x).shape == shape && type(x).layout == layout) return x;
-        TensorType r = type(x);
-        r.shape = shape;
-        r.layout = std::move(layout);
+        TensorType hint = type(x);
+        hint.shape = shape;
+        hint.layout = std::move(layout);
         Op op{OpKind::Broadcast};
         op.ints = std::move(shape);
         op.operands = {x};
-        return emit(std::move(op), std::move(r));
+        TensorType r = rule_type(op, &hint);
+        ValueId y = emit(std::move(op), std::move(r));
+        return type(y).mesh >= 0 ? reshard(y, hint.layout) : y;
     }
 
     /// Sums a contribution of a broadcast result back to an operand's shape.

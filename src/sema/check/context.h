@@ -27,6 +27,7 @@
 #pragma once
 
 #include "sema/infer.h"
+#include "ir/op_rules.h"
 
 #include <algorithm>
 #include <limits>
@@ -273,9 +274,6 @@ private:
     std::optional<Val> lower_returning(const std::vector<const Stmt*>& stmts, size_t i, const Expr* tail,
                                        const AggType* rt);
     ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
-    bool reshape_by_factors(const std::vector<int64_t>& in, size_t i0, size_t i1, const std::vector<int64_t>& out,
-                            size_t o0, size_t o1, const Layout& in_layout, const Mesh& mesh, Layout& need,
-                            Layout& out_layout);
     bool is_load_call(const Expr& e);
     ValueId lower_load(const Expr& call, const AggType& t);
     Val lower_load_val(const Expr& call, const AggType& t);

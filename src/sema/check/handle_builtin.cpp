@@ -150,6 +150,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         }
         ValueId v = elementwise(ir::Ew::Cast, {x}, call.span);
         f_.types[v].dtype = to;
+        if (!ops_->empty() && ops_->back().kind == ir::OpKind::Elementwise && ops_->back().ew == ir::Ew::Cast) ops_->back().dtype = to;
         return v;
     }
     case Builtin::sum:

@@ -90,63 +90,7 @@ Val FunctionBuilder::lower_load_val(const Expr& call, const AggType& t) {
 
 // ---------------------------------------------------------------- reshape
 
-// One group of a reshape (input dims [i0, i1) and output dims [o0, o1) with equal
-// products), when the cumulative products of both sides form one chain of divisors: the
-// group is then a sequence of factors, each input and output dim a run of them (`[8, 6]`
-// -> `[4, 12]` is the factors 4 2 6). A split of an input dim by k lies on its leading
-// factor when k divides it; an output dim keeps the split of its leading factor; a split
-// on any other factor of an output dim is gathered, and only that one (`{0: data, 1:
-// model}` keeps `data` and gathers `model`). False when there is no chain.
-bool FunctionBuilder::reshape_by_factors(const std::vector<int64_t>& in, size_t i0, size_t i1,
-                                         const std::vector<int64_t>& out, size_t o0, size_t o1,
-                                         const Layout& in_layout, const Mesh& mesh, Layout& need,
-                                         Layout& out_layout) {
-    std::vector<int64_t> cuts = {1};
-    auto add_cuts = [&](const std::vector<int64_t>& dims, size_t a, size_t b) {
-        int64_t p = 1;
-        for (size_t k = a; k < b; ++k) {
-            p *= dims[k];
-            cuts.push_back(p);
-        }
-    };
-    add_cuts(in, i0, i1);
-    add_cuts(out, o0, o1);
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    for (size_t k = 1; k < cuts.size(); ++k) {
-        if (cuts[k] % cuts[k - 1] != 0) return false;
-    }
-    // The factor index at which each dim starts (a size-1 dim covers no factor).
-    auto first_factor = [&](const std::vector<int64_t>& dims, size_t a, size_t k) {
-        int64_t before = 1;
-        for (size_t j = a; j < k; ++j) before *= dims[j];
-        return static_cast<size_t>(std::find(cuts.begin(), cuts.end(), before) - cuts.begin());
-    };
-    std::map<size_t, std::pair<AxisList, size_t>> on_factor;  // factor -> (axes, input dim)
-    for (size_t k = i0; k < i1; ++k) {
-        if (in_layout.dims[k].empty()) continue;
-        size_t f = first_factor(in, i0, k);
-        int64_t size = cuts[f + 1] / cuts[f];
-        if (size % in_layout.split_factor(mesh, k) != 0) {
-            need.dims[k].clear();
-            continue;
-        }
-        on_factor[f] = {in_layout.dims[k], k};
-    }
-    std::set<size_t> leading;
-    for (size_t k = o0; k < o1; ++k) {
-        if (out[k] == 1) continue;
-        size_t f = first_factor(out, o0, k);
-        leading.insert(f);
-        if (auto it = on_factor.find(f); it != on_factor.end()) out_layout.dims[k] = it->second.first;
-    }
-    for (const auto& [f, split] : on_factor) {
-        if (!leading.count(f)) need.dims[split.second].clear();
-    }
-    return true;
-}
-
-// docs/language.md, "Sharding rules", rule 4: a split dim factored into n1..nk keeps its axes on n1 if they
+// docs/language.md, "Sharding rules", rule 4 (ir::reshape_layouts): a split dim factored into n1..nk keeps its axes on n1 if they
 // divide it; merged dims keep the outer dim's axes if the inner ones are unsplit;
 // anything else is gathered first.
 ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, Span span) {
@@ -159,49 +103,16 @@ ValueId FunctionBuilder::reshape(ValueId x, const std::vector<int64_t>& shape, S
              fmt::format("cannot reshape {} ({} elements) to {} ({} elements)", shape_string(t.shape), in_total, shape_string(shape), out_total));
     }
     if (flexible_[x]) fix_layout(x, t.mesh, Layout::replicated(t.rank()));
+    // What the reshape keeps of the splits is its rule's (ir::reshape_layouts); the rest
+    // is gathered first.
     const Mesh* mesh = mesh_of(type(x));
-    Layout in_layout = type(x).layout;
-    Layout out_layout = Layout::replicated(shape.size());
-    out_layout.partial = in_layout.partial;
-    Layout need = in_layout;  // what the operand must be before the reshape
-    // Group input and output dims with equal products, left to right.
-    size_t i = 0, o = 0;
-    while (i < t.rank() || o < shape.size()) {
-        size_t i0 = i, o0 = o;
-        int64_t pi = i < t.rank() ? t.shape[i++] : 1;
-        int64_t po = o < shape.size() ? shape[o++] : 1;
-        while (pi != po) {
-            if (pi < po && i < t.rank()) pi *= t.shape[i++];
-            else if (o < shape.size()) po *= shape[o++];
-            else break;
-        }
-        // Trailing size-1 dims join the group.
-        size_t ni = i - i0, no = o - o0;
-        if (!mesh) continue;
-        // The outer dims of the group, size-1 dims skipped (they are never split).
-        size_t outer_in = i0, outer_out = o0;
-        while (outer_in + 1 < i && t.shape[outer_in] == 1) ++outer_in;
-        while (outer_out + 1 < o && shape[outer_out] == 1) ++outer_out;
-        bool inner_unsplit = true;
-        for (size_t k = outer_in + 1; k < i; ++k) inner_unsplit &= in_layout.dims[k].empty();
-        if (ni >= 1 && no >= 1 && inner_unsplit && !in_layout.dims[outer_in].empty()) {
-            int64_t factor = in_layout.split_factor(*mesh, outer_in);
-            if (shape[outer_out] % factor == 0) {
-                out_layout.dims[outer_out] = in_layout.dims[outer_in];
-                continue;
-            }
-        }
-        if (reshape_by_factors(t.shape, i0, i, shape, o0, o, in_layout, *mesh, need, out_layout)) continue;
-        for (size_t k = i0; k < i; ++k) need.dims[k].clear();
-    }
-    if (mesh && !(need == in_layout)) x = plan_coercion(x, type(x).mesh, need, span, "`reshape` cannot keep these splits", true);
-    TensorType r = type(x);
-    r.shape = shape;
-    r.layout = out_layout;
+    ir::ReshapeLayouts l = ir::reshape_layouts(type(x).shape, type(x).layout, shape, mesh);
+    if (mesh && !(l.need == type(x).layout)) x = plan_coercion(x, type(x).mesh, l.need, span, "`reshape` cannot keep these splits", true);
     ir::Op op{ir::OpKind::Reshape};
     op.operands = {x};
     op.ints = shape;
     op.span = span;
+    TensorType r = ir::infer_result(in_.module_, op, {&type(x)});
     return emit(std::move(op), std::move(r));
 }
 

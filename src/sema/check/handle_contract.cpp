@@ -389,35 +389,26 @@ ValueId FunctionBuilder::reduce(ir::ReduceKind kind, ValueId x, std::vector<int6
         }
     }
     const TensorType& xt = type(x);
-    TensorType r;
-    r.dtype = xt.dtype;
-    r.mesh = xt.mesh;
-    r.layout.partial = xt.layout.partial;
     std::vector<std::string_view> names;
     AxisSet reduced_axes = 0;
     for (size_t d = 0; d < xt.rank(); ++d) {
         bool reduced = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
         if (reduced) {
             for (uint8_t a : xt.layout.dims[d]) reduced_axes |= sema::axis_bit(a);
-            if (!keep) continue;
-            r.shape.push_back(1);
-            r.layout.dims.emplace_back();
-            names.emplace_back();
+            if (keep) names.emplace_back();
             continue;
         }
-        r.shape.push_back(xt.shape[d]);
-        r.layout.dims.push_back(xt.layout.dims[d]);
         names.push_back(dim_names_[x][d]);
     }
     // Reduced split dims leave a pending sum (sum, mean), or a pending max that the
-    // all_reduce(max) below completes at once.
-    r.layout.partial |= reduced_axes;
+    // all_reduce(max) below completes at once (the reduce's rule: ir/op_rules.h).
     ir::Op op{ir::OpKind::Reduce};
     op.reduce = kind;
     op.ints = dims;
-    op.dim2 = keep ? 1 : 0;
+    op.keep_dims = keep;
     op.operands = {x};
     op.span = span;
+    TensorType r = ir::infer_result(in_.module_, op, {&xt});
     ValueId v = emit(std::move(op), r, names);
     if (kind == ir::ReduceKind::Max && reduced_axes) {
         // A max over a split dim is completed at once: all_reduce(max), never partial.

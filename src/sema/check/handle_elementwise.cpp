@@ -7,11 +7,9 @@ namespace meshc::sema::check {
 // ---------------------------------------------------------------- element-wise
 
 namespace {
-bool is_linear(ir::Ew ew) { return ew == ir::Ew::Add || ew == ir::Ew::Sub || ew == ir::Ew::Neg; }
-bool is_comparison(ir::Ew ew) {
-    return ew == ir::Ew::Eq || ew == ir::Ew::Ne || ew == ir::Ew::Lt || ew == ir::Ew::Le ||
-           ew == ir::Ew::Gt || ew == ir::Ew::Ge;
-}
+// The element-wise table (ir/ew.def): `+`, `-` and negation pass pending sums on.
+bool is_linear(ir::Ew ew) { return ir::ew_rule(ew).pending == ir::EwPending::Sum; }
+bool is_comparison(ir::Ew ew) { return ir::ew_rule(ew).result == ir::EwResult::Bool; }
 }  // namespace
 
 ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span) {
@@ -398,13 +396,14 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     }
     ir::Op op{ir::OpKind::Elementwise};
     op.ew = ew;
+    op.dtype = *dtype;  // a cast's target: the cast built-in sets it
     op.operands = operands;
     op.span = span;
-    TensorType t;
-    t.dtype = is_comparison(ew) ? DType::Bool : *dtype;
-    t.shape = shape;
-    t.mesh = mesh;
-    t.layout = result;
+    // The result type is the op's rule's (ir/op_rules.h) over the operands as placed above.
+    std::vector<const TensorType*> placed;
+    for (ValueId o : operands) placed.push_back(&type(o));
+    TensorType t = ir::infer_result(in_.module_, op, placed);
+    MESHC_ASSERT(t.shape == shape, "the element-wise rule agrees with the checker's shape");
     ValueId v = emit(std::move(op), std::move(t), std::move(names));
     flexible_[v] = all_flexible && std::any_of(operands.begin(), operands.end(), [&](ValueId o) { return flexible_[o]; });
     if (flexible_[v]) {
