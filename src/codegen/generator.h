@@ -23,6 +23,7 @@
 #pragma once
 
 #include "codegen/gpu.h"
+#include "codegen/runtime_abi.h"
 
 #include <algorithm>
 #include <deque>
@@ -176,43 +177,47 @@ private:
         rt_[name] = mod_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
     }
 
+    /// Declares runtime function `fn` with the signature runtime/include/meshrt.h gives it.
+#define MESHC_RUNTIME(fn) rt_[#fn] = mod_.getOrInsertFunction(#fn, MESHC_ABI_TYPE(ctx_, fn))
+
     void declare_runtime() {
-        decl("meshrt_main", i32_, {i32_, ptr_, ptr_});
-        decl("meshrt_coord", i64_, {ptr_, i32_, i32_});
-        decl("meshrt_alloc", ptr_, {ptr_, i64_});
+        MESHC_RUNTIME(meshrt_main);
+        MESHC_RUNTIME(meshrt_coord);
+        MESHC_RUNTIME(meshrt_alloc);
         // A fresh buffer aliases nothing: loops writing it need no runtime alias checks.
         llvm::cast<llvm::Function>(rt_["meshrt_alloc"].getCallee())->addRetAttr(llvm::Attribute::NoAlias);
-        decl("meshrt_free", void_, {ptr_, ptr_});
-        decl("meshrt_comm_site", void_, {ptr_, ptr_});
-        decl("meshrt_all_reduce", void_, {ptr_, i32_, i32_, ptr_, i32_, i32_, ptr_, ptr_, i64_});
-        decl("meshrt_all_gather", void_, {ptr_, i32_, i32_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, i32_});
-        decl("meshrt_reduce_scatter", void_, {ptr_, i32_, i32_, ptr_, i32_, i32_, ptr_, ptr_, i32_, ptr_, i32_});
-        decl("meshrt_all_to_all", void_, {ptr_, i32_, i32_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, i32_, i32_});
-        decl("meshrt_broadcast_all", void_, {ptr_, ptr_, i64_});
-        decl("meshrt_contract", void_, {ptr_, i32_, ptr_, ptr_, i32_, ptr_, ptr_, i32_, ptr_, ptr_, i32_, ptr_});
-        decl("meshrt_random", void_, {ptr_, i32_, i64_, i32_, ptr_, ptr_});
-        decl("meshrt_embedding", void_, {ptr_, i32_, ptr_, i64_, i64_, i64_, i64_, i32_, ptr_, i64_, ptr_, ptr_});
-        decl("meshrt_one_hot", void_, {ptr_, i32_, ptr_, i64_, i64_, ptr_});
-        decl("meshrt_slice", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
-        decl("meshrt_concat_part", void_, {ptr_, i32_, ptr_, i32_, ptr_, i32_, i64_, i64_, ptr_});
-        decl("meshrt_load", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
-        decl("meshrt_arg", void_, {ptr_, i32_, i32_, ptr_});
-        decl("meshrt_arg_path", ptr_, {ptr_, i32_});
-        decl("meshrt_check_slice", void_, {ptr_, i64_, i64_, i64_, ptr_});
-        decl("meshrt_save", void_, {ptr_, ptr_, i32_, ptr_, ptr_});
-        decl("meshrt_load_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
-        decl("meshrt_save_tensor", void_, {ptr_, ptr_, ptr_, i32_, ptr_, ptr_});
-        decl("meshrt_save_finish", void_, {ptr_, ptr_});
-        decl("meshrt_permutation", void_, {ptr_, i64_, ptr_, ptr_});
-        decl("meshrt_print", void_, {ptr_, ptr_, i32_, ptr_});
-        decl("meshrt_trace_begin", void_, {ptr_, ptr_});
-        decl("meshrt_trace_end", void_, {ptr_});
+        MESHC_RUNTIME(meshrt_free);
+        MESHC_RUNTIME(meshrt_comm_site);
+        MESHC_RUNTIME(meshrt_all_reduce);
+        MESHC_RUNTIME(meshrt_all_gather);
+        MESHC_RUNTIME(meshrt_reduce_scatter);
+        MESHC_RUNTIME(meshrt_all_to_all);
+        MESHC_RUNTIME(meshrt_broadcast_all);
+        MESHC_RUNTIME(meshrt_contract);
+        MESHC_RUNTIME(meshrt_random);
+        MESHC_RUNTIME(meshrt_embedding);
+        MESHC_RUNTIME(meshrt_one_hot);
+        MESHC_RUNTIME(meshrt_slice);
+        MESHC_RUNTIME(meshrt_concat_part);
+        MESHC_RUNTIME(meshrt_load);
+        MESHC_RUNTIME(meshrt_arg);
+        MESHC_RUNTIME(meshrt_arg_path);
+        MESHC_RUNTIME(meshrt_check_slice);
+        MESHC_RUNTIME(meshrt_save);
+        MESHC_RUNTIME(meshrt_load_tensor);
+        MESHC_RUNTIME(meshrt_save_tensor);
+        MESHC_RUNTIME(meshrt_save_finish);
+        MESHC_RUNTIME(meshrt_permutation);
+        MESHC_RUNTIME(meshrt_print);
+        MESHC_RUNTIME(meshrt_trace_begin);
+        MESHC_RUNTIME(meshrt_trace_end);
         if (gpu_) {
-            decl("meshrt_offload", i32_, {ptr_});
-            decl(gpu::kThread, i64_, {});
-            decl(gpu::kThreads, i64_, {});
+            MESHC_RUNTIME(meshrt_offload);
+            MESHC_RUNTIME(meshrt_kernel_thread);
+            MESHC_RUNTIME(meshrt_kernel_threads);
         }
     }
+#undef MESHC_RUNTIME
 
     llvm::CallInst* call(const std::string& name, std::vector<llvm::Value*> args) { return b_.CreateCall(rt_.at(name), args); }
 

@@ -12,6 +12,7 @@
 // maxnum/minnum, and floating remainders __nv_fmod; libdevice is linked in for what is
 // used, NVVMReflect resolves its __nvvm_reflect queries (no flush-to-zero), and the
 // NVPTX target machine optimises and prints the module.
+#include "codegen/runtime_abi.h"
 #include "codegen/gpu.h"
 
 #include <map>
@@ -113,8 +114,7 @@ std::vector<Kernel> outline(llvm::Module& m, const std::vector<Region>& regions,
     llvm::PointerType* ptr = llvm::PointerType::get(ctx, 0);
     llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
     llvm::Type* void_ty = llvm::Type::getVoidTy(ctx);
-    llvm::FunctionCallee launch =
-        m.getOrInsertFunction("meshrt_launch", llvm::FunctionType::get(void_ty, {ptr, ptr, ptr, ptr, ptr, i64}, false));
+    llvm::FunctionCallee launch = m.getOrInsertFunction("meshrt_launch", MESHC_ABI_TYPE(ctx, meshrt_launch));
     std::vector<Kernel> kernels;
     for (const Region& r : regions) {
         if (!offloadable(r)) {

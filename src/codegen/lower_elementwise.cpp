@@ -1,6 +1,7 @@
 // Element-wise ops: a fused tree of element-wise and broadcast ops evaluated per element
 // of its root, and the scalar code of each element-wise kind.
 #include "codegen/generator.h"
+#include "ir/op_rules.h"
 
 namespace meshc::codegen::lower {
 
@@ -80,12 +81,29 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
     case Ew::And: return b_.CreateAnd(convert(a[0], in, DType::Bool), convert(a[1], in2, DType::Bool));
     case Ew::Or: return b_.CreateOr(convert(a[0], in, DType::Bool), convert(a[1], in2, DType::Bool));
     case Ew::Not: return b_.CreateNot(convert(a[0], in, DType::Bool));
-    default: break;
+    case Ew::Add:
+    case Ew::Sub:
+    case Ew::Mul:
+    case Ew::Div:
+    case Ew::Mod:
+    case Ew::Max:
+    case Ew::Min:
+    case Ew::Neg:
+    case Ew::Exp:
+    case Ew::Log:
+    case Ew::Sqrt:
+    case Ew::Rsqrt:
+    case Ew::Tanh:
+    case Ew::Cos:
+    case Ew::Sin:
+    case Ew::Sigmoid:
+    case Ew::Relu:
+    case Ew::Gelu:
+    case Ew::Softplus:
+    case Ew::Abs: break;
     }
     // Arithmetic: in the result's compute type. Math functions of integers go through f64.
-    bool unary_math = e == Ew::Exp || e == Ew::Log || e == Ew::Sqrt || e == Ew::Rsqrt || e == Ew::Tanh ||
-                      e == Ew::Cos || e == Ew::Sin ||
-                      e == Ew::Sigmoid || e == Ew::Gelu;
+    bool unary_math = ir::ew_rule(e).domain == ir::EwDomain::Float;
     DType ct = rt;
     if (unary_math && !is_float(rt)) ct = DType::F64;
     llvm::Value* x = convert(a[0], in, ct);
@@ -136,8 +154,25 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
             r = b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1), fcall(llvm::Intrinsic::tanh, inner)));
             break;
         }
+        case Ew::Softplus: {
+            // log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)).
+            llvm::Value* tail = fcall(llvm::Intrinsic::exp, b_.CreateFNeg(fcall(llvm::Intrinsic::fabs, x)));
+            r = b_.CreateFAdd(b_.CreateSelect(b_.CreateFCmpOGT(x, c(0)), x, c(0)),
+                              fcall(llvm::Intrinsic::log, b_.CreateFAdd(c(1), tail)));
+            break;
+        }
         case Ew::Abs: r = fcall(llvm::Intrinsic::fabs, x); break;
-        default: internal_error(fmt::format("element-wise {} on floats", ir::ew_name(e)), __FILE__, __LINE__);
+        case Ew::Eq:
+        case Ew::Ne:
+        case Ew::Lt:
+        case Ew::Le:
+        case Ew::Gt:
+        case Ew::Ge:
+        case Ew::And:
+        case Ew::Or:
+        case Ew::Not:
+        case Ew::Select:
+        case Ew::Cast: internal_error(fmt::format("element-wise {} on floats", ir::ew_name(e)), __FILE__, __LINE__);
         }
         // A 16-bit float result is rounded after each op, as NumPy does.
         if (ct == rt && (rt == DType::F16 || rt == DType::BF16)) return convert(r, DType::F32, rt);
@@ -174,7 +209,27 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
     case Ew::Neg: r = b_.CreateSub(c(0), x); break;
     case Ew::Relu: r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, c(0)); break;
     case Ew::Abs: r = b_.CreateSelect(b_.CreateICmpSLT(x, c(0)), b_.CreateSub(c(0), x), x); break;
-    default: internal_error(fmt::format("element-wise {} on integers", ir::ew_name(e)), __FILE__, __LINE__);
+    case Ew::Eq:
+    case Ew::Ne:
+    case Ew::Lt:
+    case Ew::Le:
+    case Ew::Gt:
+    case Ew::Ge:
+    case Ew::And:
+    case Ew::Or:
+    case Ew::Not:
+    case Ew::Exp:
+    case Ew::Log:
+    case Ew::Sqrt:
+    case Ew::Rsqrt:
+    case Ew::Tanh:
+    case Ew::Cos:
+    case Ew::Sin:
+    case Ew::Sigmoid:
+    case Ew::Gelu:
+    case Ew::Softplus:
+    case Ew::Select:
+    case Ew::Cast: internal_error(fmt::format("element-wise {} on integers", ir::ew_name(e)), __FILE__, __LINE__);
     }
     return convert(r, ct, rt);
 }

@@ -47,7 +47,7 @@ std::string_view op_name(OpKind kind);
 
 /// The element-wise functions (ew.def; their rules: ir/op_rules.h, `ew_rule`).
 enum class Ew : uint8_t {
-#define MESHC_EW(name, text, operands, pending, result, flops) name,
+#define MESHC_EW(name, text, operands, pending, result, flops, domain) name,
 #include "ir/ew.def"
 #undef MESHC_EW
 };

@@ -43,8 +43,8 @@ constexpr bool same_order() {
 static_assert(same_order(), "op_rules.def has one row per op of ops.def, in the same order");
 
 constexpr EwRule kEwRules[] = {
-#define MESHC_EW(name, text, operands, pending, result, flops) \
-    {text, operands, EwPending::pending, EwResult::result, flops},
+#define MESHC_EW(name, text, operands, pending, result, flops, domain) \
+    {text, operands, EwPending::pending, EwResult::result, flops, EwDomain::domain},
 #include "ir/ew.def"
 #undef MESHC_EW
 };
@@ -56,6 +56,13 @@ const OpRule& op_rule(OpKind kind) { return kRules[static_cast<size_t>(kind)]; }
 const EwRule& ew_rule(Ew ew) { return kEwRules[static_cast<size_t>(ew)]; }
 
 std::string_view ew_name(Ew ew) { return ew_rule(ew).name; }
+
+std::optional<Ew> ew_named(std::string_view name) {
+    for (size_t i = 0; i < std::size(kEwRules); ++i) {
+        if (kEwRules[i].name == name) return static_cast<Ew>(i);
+    }
+    return std::nullopt;
+}
 
 std::string_view adjoint_rule_name(AdjointRule rule) {
     switch (rule) {

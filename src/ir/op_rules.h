@@ -7,6 +7,7 @@
 // and `meshc explain`. docs/adding-a-feature.md says what a new op touches.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,8 @@ enum class CostRule : uint8_t {
 enum class EwPending : uint8_t { Sum, Keep, Product, Quotient, Whole };
 /// What an element-wise function's result element type is (ew.def).
 enum class EwResult : uint8_t { Operand, Bool, Target };
+/// Which element types an element-wise function is a function of (ew.def).
+enum class EwDomain : uint8_t { Float, Any };
 
 struct EwRule {
     std::string_view name;
@@ -43,8 +46,11 @@ struct EwRule {
     EwPending pending;
     EwResult result;
     double flops;  // per element
+    EwDomain domain;
 };
 const EwRule& ew_rule(Ew ew);
+/// The element-wise function printed `name` (`tanh`), if there is one.
+std::optional<Ew> ew_named(std::string_view name);
 
 /// What an op's rules see: the module (meshes, functions), the op (its attributes) and
 /// its operands' types. `results`, where given, are the types the op's results have (the

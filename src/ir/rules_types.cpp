@@ -188,7 +188,8 @@ std::string type_create(const RuleInput& in, std::vector<TensorType>& out) {
     if (op.create == CreateKind::Permutation && (r.rank() != 1 || r.dtype != DType::I64 || r.layout.partial)) {
         return "a permutation is an i64 vector: " + type_text(in, r);
     }
-    if (r.layout.partial) return "a creation is not pending: " + type_text(in, r);
+    // Zeros are a pending sum on any axes (every piece zero); other creations are whole.
+    if (r.layout.partial && op.create != CreateKind::Zeros) return "only zeros are created pending: " + type_text(in, r);
     if (!in.operands.empty()) {
         if (op.create != CreateKind::RandomNormal && op.create != CreateKind::RandomUniform &&
             op.create != CreateKind::Permutation) {

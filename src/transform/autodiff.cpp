@@ -786,6 +786,7 @@ private:
         case Ew::Cos: contribute(0, mul(g(0), ew(Ew::Neg, {ew(Ew::Sin, {xs[0]})}))); return;
         case Ew::Sin: contribute(0, mul(g(0), ew(Ew::Cos, {xs[0]}))); return;
         case Ew::Sigmoid: contribute(0, mul(g(0), mul(y, ew(Ew::Sub, {c(1), y})))); return;
+        case Ew::Softplus: contribute(0, mul(g(0), ew(Ew::Sigmoid, {xs[0]}))); return;
         case Ew::Relu: contribute(0, mul(g(0), indicator(ew(Ew::Gt, {xs[0], c(0)}), dt))); return;
         case Ew::Abs:
             contribute(0, mul(g(0), ew(Ew::Sub, {indicator(ew(Ew::Gt, {xs[0], c(0)}), dt),

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Layering test: every `#include "folder/..."` in src/ and runtime/ must follow an allowed
 arrow. Layers only point down (docs/architecture.md, "Folders"); an include that points up
-or sideways, or from a folder not listed here, fails this test.
+or sideways, or from a folder not listed here, fails this test. Also: code generation
+declares the runtime's functions only from runtime/include/meshrt.h (one ABI declaration).
 
     python3 tests/conformance/check_layering.py [--root DIR]
 """
@@ -26,6 +27,34 @@ ALLOWED = {
 }
 SRC_FOLDERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def runtime_abi(root):
+    """The runtime's ABI has one declaration, runtime/include/meshrt.h: code generation
+    declares every runtime function from it (MESHC_RUNTIME / MESHC_ABI_TYPE in
+    src/codegen/runtime_abi.h), never with a signature of its own."""
+    bad = []
+    declared = set()
+    calls = []
+    header = (root / "runtime" / "include" / "meshrt.h").read_text()
+    for path in sorted((root / "src" / "codegen").rglob("*")):
+        if path.suffix not in (".h", ".cpp"):
+            continue
+        text = path.read_text(errors="replace")
+        rel = path.relative_to(root)
+        declared |= set(re.findall(r"MESHC_RUNTIME\((meshrt_\w+)\)", text))
+        declared |= set(re.findall(r"MESHC_ABI_TYPE\(\s*\w+\s*,\s*(meshrt_\w+)\)", text))
+        for m in re.finditer(r'getOrInsertFunction\(\s*"(meshrt_\w+)"\s*,\s*([^;]*)', text):
+            if "MESHC_ABI_TYPE" not in m.group(2):
+                bad.append(f"{rel}: declares {m.group(1)} with a signature of its own (use MESHC_ABI_TYPE: meshrt.h is the one declaration)")
+        calls += [(rel, name) for name in re.findall(r'\bcall\(\s*"(meshrt_\w+)"', text)]
+    for rel, name in calls:
+        if name not in declared:
+            bad.append(f"{rel}: calls {name}, which is not declared from meshrt.h (MESHC_RUNTIME)")
+    for name in sorted(declared):
+        if not re.search(r"\b%s\s*\(" % name, header):
+            bad.append(f"src/codegen: {name} is not a function of runtime/include/meshrt.h")
+    return bad
 
 
 def main():
@@ -56,6 +85,7 @@ def main():
             checked += 1
             if inc.split("/")[0] in SRC_FOLDERS:
                 bad.append(f"{path.relative_to(root)}: includes \"{inc}\" (runtime/ includes nothing from src/)")
+    bad += runtime_abi(root)
     for line in bad:
         print(line)
     print(f"layering: {checked} includes checked, {len(bad)} problems")

@@ -939,6 +939,7 @@ BUILTINS = {
     "sigmoid": DIFF(gen_unary("sigmoid", sigmoid, "any")),
     "relu": DIFF(gen_unary("relu", lambda v: np.maximum(v, 0.0), "kink")),
     "gelu": DIFF(gen_unary("gelu", gelu_tanh, "any")),
+    "softplus": DIFF(gen_unary("softplus", lambda v: np.logaddexp(0.0, v), "any")),
     "abs": DIFF(gen_unary("abs", np.abs, "kink")),
     "max": DIFF(gen_maxmin("max")),
     "min": DIFF(gen_maxmin("min")),
@@ -1024,7 +1025,7 @@ GIR_OPS = {
 }
 
 
-# Every element-wise function (enum Ew of src/ir/gir.h) and reduction kind (enum
+# Every element-wise function (the rows of src/ir/ew.def) and reduction kind (enum
 # ReduceKind), printed `elementwise NAME` / `reduce NAME` in the GIR: as GIR_OPS.
 EW_KINDS = {
     "Add": (["+"], None), "Sub": (["-"], None), "Mul": (["*"], None), "Div": (["/"], None),
@@ -1035,13 +1036,17 @@ EW_KINDS = {
     "Neg": (["-x"], None), "Not": (None, "bool result"),
     "Exp": (["exp"], None), "Log": (["log"], None), "Sqrt": (["sqrt"], None), "Rsqrt": (["rsqrt"], None),
     "Tanh": (["tanh"], None), "Cos": (["cos"], None), "Sin": (["sin"], None), "Sigmoid": (["sigmoid"], None), "Relu": (["relu"], None),
-    "Gelu": (["gelu"], None), "Abs": (["abs"], None), "Select": (["select"], None), "Cast": (["cast"], None),
+    "Gelu": (["gelu"], None), "Softplus": (["softplus"], None), "Abs": (["abs"], None), "Select": (["select"], None), "Cast": (["cast"], None),
 }
 REDUCE_KINDS = {"Sum": (["sum"], None), "Mean": (["mean"], None), "Max": (["max_over"], None)}
 GIR_H = os.path.join(ROOT, "src", "ir", "gir.h")
+EW_DEF = os.path.join(ROOT, "src", "ir", "ew.def")
 
 
 def read_enum(name):
+    if name == "Ew":  # the element-wise functions are the rows of src/ir/ew.def
+        with open(EW_DEF) as f:
+            return re.findall(r"^MESHC_EW\((\w+),", f.read(), re.M)
     with open(GIR_H) as f:
         m = re.search(r"enum\s+class\s+%s\b[^{]*\{([^}]*)\}" % name, f.read())
     if not m:

@@ -42,6 +42,20 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         weak_[v] = !dtype;
         return v;
     };
+    // A unary element-wise built-in is the function of ir/ew.def with its name (`cast`,
+    // which takes its target type too, is lowered below).
+    if (builtin_info(b).group == "elementwise") {
+        if (auto ew = ir::ew_named(builtin_info(b).name);
+            ew && ir::ew_rule(*ew).operands == 1 && ir::ew_rule(*ew).result != ir::EwResult::Target) {
+            want(1, 1);
+            ValueId x = lower_expr(*pos[0]);
+            if (ir::ew_rule(*ew).domain == ir::EwDomain::Float && !is_float(type(x).dtype) && !weak_[x]) {
+                fail(DiagCode::E0308, pos[0]->span,
+                     fmt::format("`{}` takes a float tensor, found {}", builtin_info(b).name, dtype_name(type(x).dtype)));
+            }
+            return elementwise(*ew, {x}, call.span);
+        }
+    }
     switch (b) {
     case Builtin::zeros:
     case Builtin::ones: {
@@ -109,20 +123,6 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
         ValueId v = create(ir::CreateKind::Permutation, {n}, DType::I64, seed.value_or(0), 0);
         if (!seed) ops_->back().operands = {seed_value};
         return v;
-    }
-    case Builtin::exp: case Builtin::log: case Builtin::sqrt: case Builtin::rsqrt: case Builtin::tanh:
-    case Builtin::cos: case Builtin::sin:
-    case Builtin::sigmoid: case Builtin::relu: case Builtin::gelu: case Builtin::abs: {
-        want(1, 1);
-        static const std::map<Builtin, ir::Ew> kUnary = {
-            {Builtin::exp, ir::Ew::Exp}, {Builtin::log, ir::Ew::Log}, {Builtin::sqrt, ir::Ew::Sqrt},
-            {Builtin::rsqrt, ir::Ew::Rsqrt}, {Builtin::tanh, ir::Ew::Tanh}, {Builtin::cos, ir::Ew::Cos}, {Builtin::sin, ir::Ew::Sin}, {Builtin::sigmoid, ir::Ew::Sigmoid},
-            {Builtin::relu, ir::Ew::Relu}, {Builtin::gelu, ir::Ew::Gelu}, {Builtin::abs, ir::Ew::Abs}};
-        ValueId x = lower_expr(*pos[0]);
-        if (b != Builtin::abs && b != Builtin::relu && !is_float(type(x).dtype) && !weak_[x]) {
-            fail(DiagCode::E0308, pos[0]->span, fmt::format("`{}` takes a float tensor, found {}", builtin_info(b).name, dtype_name(type(x).dtype)));
-        }
-        return elementwise(kUnary.at(b), {x}, call.span);
     }
     case Builtin::max:
     case Builtin::min:
