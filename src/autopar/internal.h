@@ -16,6 +16,8 @@ std::map<std::string, std::string> rewrite(const std::vector<Site>& sites, const
 
 /// Checks the program with `overlays` (the rewritten files, and options.overlays) through
 /// autodiff, and reads explain's totals.
-Evaluation evaluate(const ShardOptions& options, const std::map<std::string, std::string>& overlays);
+/// `verify`: run the GIR verifier after inference and after autodiff (the search checks
+/// candidates without it, for speed; the plan it answers is checked with it).
+Evaluation evaluate(const ShardOptions& options, const std::map<std::string, std::string>& overlays, bool verify);
 
 }  // namespace meshc::autopar

@@ -61,9 +61,12 @@ void print_text(std::ostream& out, const SourceManager& sources, const ShardResu
                        r.memory_budget > 0 ? fmt::format(" (budget {})", r.memory_budget) : std::string());
     out << fmt::format("inference alone (`_` where allowed, else `{{}}`): cost per run {}, memory at peak {} bytes per device\n",
                        time_text(r.baseline.cost), r.baseline.peak);
-    out << fmt::format("solver: {}; {} candidate programs checked; 0-1 program of {} variables and {} rows, "
+    out << fmt::format("solver: {}; {} candidate programs checked{}; 0-1 program of {} variables and {} rows, "
                        "optimum {}, LP relaxation {} ({:.3f}% below), gap {:.3f}%{}; {} in all ({} in CBC)\n",
-                       r.method, r.evaluations, r.ilp_variables, r.ilp_rows, time_text(r.ilp_objective),
+                       r.method, r.evaluations,
+                       r.pruned > 0 ? fmt::format(" ({} descent candidates the program rates out of reach left unchecked)", r.pruned)
+                                    : std::string(),
+                       r.ilp_variables, r.ilp_rows, time_text(r.ilp_objective),
                        time_text(r.lp_bound), r.lp_gap * 100, r.gap * 100, r.proven_optimal ? ", proven optimal" : "",
                        time_text(r.seconds), time_text(r.ilp_seconds));
     out << (r.exact ? "certificate: every instance's share was checked over all the choices of the sites it depends "
@@ -103,7 +106,7 @@ void print_json(std::ostream& out, const SourceManager& sources, const ShardResu
     nlohmann::ordered_json s{{"method", r.method}, {"exact", r.exact}, {"proven_optimal", r.proven_optimal},
                              {"objective_s", r.ilp_objective}, {"lp_bound_s", r.lp_bound}, {"lp_gap", r.lp_gap},
                              {"best_bound_s", r.best_bound}, {"gap", r.gap}, {"variables", r.ilp_variables},
-                             {"rows", r.ilp_rows}, {"evaluations", r.evaluations}, {"solve_s", r.seconds},
+                             {"rows", r.ilp_rows}, {"evaluations", r.evaluations}, {"pruned", r.pruned}, {"solve_s", r.seconds},
                              {"ilp_s", r.ilp_seconds}};
     j["solver"] = std::move(s);
     out << j.dump(2) << "\n";

@@ -101,6 +101,9 @@ struct ShardResult {
     double ilp_objective = 0, lp_bound = 0, lp_gap = 0, best_bound = 0, gap = 0;
     int ilp_variables = 0, ilp_rows = 0;
     int evaluations = 0;
+    /// Descent candidates left unchecked: the 0-1 program rates them further from the plan
+    /// than twice its largest error on the plans checked.
+    int pruned = 0;
     double seconds = 0, ilp_seconds = 0;
     int64_t memory_budget = 0;
     /// The files with sites, rewritten: every `auto` replaced by its chosen layout.

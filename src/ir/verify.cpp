@@ -170,17 +170,14 @@ private:
         }
         // The op's type rule (ir/op_rules.h) gives its result types; they must be these.
         RuleInput in{module_, op, {}, {}, {}};
-        for (ValueId id : op.operands) {
-            in.operands.push_back(&f_.types[id]);
-            in.labels.push_back(value(id));
-        }
-        for (ValueId id : op.results) {
-            in.results.push_back(&f_.types[id]);
-            in.labels.push_back(value(id));
-        }
+        for (ValueId id : op.operands) in.operands.push_back(&f_.types[id]);
+        for (ValueId id : op.results) in.results.push_back(&f_.types[id]);
         std::vector<TensorType> expected;
-        if (std::string error = apply_type_rule(in, expected); !error.empty()) {
-            bad(error);
+        if (!apply_type_rule(in, expected).empty()) {
+            // Again with the values named, for the message (valid GIR never gets here).
+            for (ValueId id : op.operands) in.labels.push_back(value(id));
+            for (ValueId id : op.results) in.labels.push_back(value(id));
+            bad(apply_type_rule(in, expected));
             return;
         }
         for (size_t i = 0; i < op.results.size() && i < expected.size(); ++i) compare(op.results[i], expected[i], bad);
