@@ -459,6 +459,13 @@ json diagnostics_json(const Analysis& a, Positions& pos) {
     for (const Diagnostic& d : a.diags.sorted()) {
         std::string prefix;
         Span at = in_root(d.span, prefix);
+        // An error in another file that this file's code instantiated: shown at the
+        // outermost call in this file.
+        if (!(d.span.valid() && d.span.file == a.root)) {
+            for (const DiagNote& n : d.notes) {
+                if (n.instantiation && n.span.valid() && n.span.file == a.root) at = n.span;
+            }
+        }
         json j;
         j["range"] = pos.range(at);
         j["severity"] = severity(d.severity);

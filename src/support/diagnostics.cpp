@@ -142,14 +142,23 @@ std::vector<Diagnostic> DiagnosticEngine::sorted() const {
         return a.span.begin < b.span.begin;
     });
     // The same diagnostic reported twice (one type checked in two places, e.g. a struct
-    // field's type in each function that uses the struct) is shown once.
+    // field's type in each function that uses the struct; an error in a generic body that
+    // does not depend on the instance, found in each instance) is shown once, with the
+    // first one's instantiation notes.
     auto same_span = [](Span a, Span b) { return a.file == b.file && a.begin == b.begin && a.end == b.end; };
+    auto own_notes = [](const Diagnostic& d) {
+        std::vector<const DiagNote*> notes;
+        for (const DiagNote& n : d.notes) {
+            if (!n.instantiation) notes.push_back(&n);
+        }
+        return notes;
+    };
     auto same = [&](const Diagnostic& a, const Diagnostic& b) {
-        if (a.code != b.code || a.severity != b.severity || !same_span(a.span, b.span) || a.message != b.message ||
-            a.notes.size() != b.notes.size())
-            return false;
-        for (size_t i = 0; i < a.notes.size(); ++i) {
-            if (!same_span(a.notes[i].span, b.notes[i].span) || a.notes[i].message != b.notes[i].message) return false;
+        if (a.code != b.code || a.severity != b.severity || !same_span(a.span, b.span) || a.message != b.message) return false;
+        auto an = own_notes(a), bn = own_notes(b);
+        if (an.size() != bn.size()) return false;
+        for (size_t i = 0; i < an.size(); ++i) {
+            if (!same_span(an[i]->span, bn[i]->span) || an[i]->message != bn[i]->message) return false;
         }
         return true;
     };

@@ -34,6 +34,9 @@ const std::vector<DiagCode>& all_diag_codes();
 struct DiagNote {
     Span span;  // may be invalid: a note without a location
     std::string message;
+    /// A call that instantiated the function the error is in ("in `f` (called with N = 6),
+    /// instantiated here"): the chain leads from the error out to the user's call.
+    bool instantiation = false;
 };
 
 struct Diagnostic {

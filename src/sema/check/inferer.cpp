@@ -204,26 +204,34 @@ void Inferer::probe(const Item& fn) {
 }
 
 // An error inside a called function that depends on the call (the callee is generic and
-// this instance has its own sizes or meshes) or that lies in another file (the stdlib)
-// is reported at the caller's call, with a note at the place in the callee. Applied at
-// each level of a call chain, the outermost call in the user's code is the primary
-// location and the notes lead inwards.
+// this instance has its own sizes or meshes) or that lies in another file (the stdlib, a
+// module) keeps its place, the faulty expression, and gains a note at the call that
+// instantiated it: "in `h` (called with K = 6), instantiated here". Applied at each level
+// of a call chain, the notes lead outwards from the error to the user's outermost call,
+// as clang's and rustc's instantiation notes do. (The language server shows an error in
+// another file at the outermost of those calls in the file being edited.)
 void Inferer::point_at_call(const Item& fn, const Binding& binding, Span call_site, size_t first) {
     if (!call_site.valid() || (call_site.file == fn.name.span.file && call_site.begin == fn.name.span.begin)) return;
     bool depends = !binding.sizes.empty() || !binding.meshes.empty();
-    if (!depends && call_site.file == fn.span.file) return;
     std::string with = binding.describe();
     for (const auto& [n, m] : binding.meshes) {
         with += fmt::format("{}{} = {}", with.empty() ? "" : ", ", n, module_.meshes[static_cast<size_t>(m)].name);
     }
+    auto within = [&](Span span) { return span.file == fn.span.file && span.begin >= fn.span.begin && span.end <= fn.span.end; };
     for (size_t i = first; i < diags_->diagnostics().size(); ++i) {
         Diagnostic& d = diags_->diagnostic(i);
-        bool inside = d.span.file == fn.span.file && d.span.begin >= fn.span.begin && d.span.end <= fn.span.end;
+        // Its place is in this function, or it came up through a call made here.
+        const DiagNote* last = nullptr;
+        for (const DiagNote& n : d.notes) {
+            if (n.instantiation) last = &n;
+        }
+        bool inside = last ? within(last->span) : within(d.span);
         if (!inside) continue;
-        std::string where = fmt::format("the error is in `{}`{}, here", fn.name.name,
-                                        with.empty() ? "" : fmt::format(" (called with {})", with));
-        d.notes.insert(d.notes.begin(), DiagNote{d.span, std::move(where)});
-        d.span = call_site;
+        if (!depends && !last && call_site.file == d.span.file) continue;  // found once, in the body
+        d.notes.push_back(DiagNote{call_site,
+                                   fmt::format("in `{}`{}, instantiated here", fn.name.name,
+                                               with.empty() ? "" : fmt::format(" (called with {})", with)),
+                                   true});
     }
 }
 
