@@ -72,6 +72,7 @@ void trace_args(TraceScope& scope, const Call& c, int64_t bytes) {
     scope.arg("bytes", bytes);
     scope.arg("group", c.member.group->size());
     scope.arg("over", axes_label(*c.rt, *c.member.group));
+    scope.at_site();
 }
 
 } // namespace

@@ -137,8 +137,9 @@ void meshrt_fail(meshrt_device* dev, const char* message);
  * not on `mesh` fails the run. */
 
 /* The source location (`file:line:col`, a string that lives as long as the program) of
- * the collective this device makes next: named by the messages of a collective that
- * fails or makes no progress (--comm-timeout). */
+ * the collective or contraction this device makes next: named by the messages of a
+ * collective that fails or makes no progress (--comm-timeout), and the `at` argument of
+ * their events in a --trace. */
 void meshrt_comm_site(meshrt_device* dev, const char* site);
 
 void meshrt_all_reduce(meshrt_device* dev, int32_t mesh, int32_t naxes, const int32_t* axes,

@@ -78,6 +78,11 @@ void TraceScope::arg(const char* key, int64_t value) {
     args_ += std::to_string(value);
 }
 
+void TraceScope::at_site() {
+    if (dev_ && dev_->comm_site)
+        arg("at", std::string_view(dev_->comm_site));
+}
+
 void TraceScope::arg(const char* key, std::string_view value) {
     if (!dev_)
         return;

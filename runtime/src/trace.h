@@ -71,6 +71,8 @@ public:
     bool active() const { return dev_ != nullptr; }
     void arg(const char* key, int64_t value);
     void arg(const char* key, std::string_view value);
+    /// The source location generated code gave for this call (meshrt_comm_site) as `at`.
+    void at_site();
 
 private:
     meshrt_device* dev_ = nullptr;

@@ -143,6 +143,7 @@ void Generator::contract(const Op& op) {
     bool two = op.operands.size() > 1;
     ValueId bb = two ? op.operands[1] : a;
     llvm::Value* null = llvm::ConstantPointerNull::get(ptr_);
+    comm_site(op);  // the trace's `at` for this contraction
     call("meshrt_contract", {dev_, i32c(static_cast<int>(dt(r))), cstring(op.text), val_[a],
                              i32c(static_cast<int64_t>(lshape(a).size())), i64_array(lshape(a)), two ? val_[bb] : null,
                              i32c(two ? static_cast<int64_t>(lshape(bb).size()) : 0), two ? i64_array(lshape(bb)) : null, val_[r],

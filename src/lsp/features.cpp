@@ -290,6 +290,29 @@ std::optional<ir::ValueId> local_value(const ir::Function& f, const std::vector<
     return std::nullopt;
 }
 
+/// The leaves of an aggregate (struct or tuple) named `name`: the values named `name.…`
+/// (`p.w1`, `pair.0.b`) that its binding statement defines, or the parameters so named.
+std::vector<ir::ValueId> leaf_values(const ir::Function& f, const AstFacts::Binding* binding, std::string_view name) {
+    std::vector<ir::ValueId> leaves;
+    auto is_leaf = [&](ir::ValueId v) {
+        return v < f.names.size() && f.names[v].size() > name.size() && f.names[v].compare(0, name.size(), name) == 0 &&
+               f.names[v][name.size()] == '.';
+    };
+    if (binding) {
+        ir::for_each_op(f.ops, [&](const ir::Op& op) {
+            if (!contains(binding->stmt->span, op.span)) return;
+            for (ir::ValueId r : op.results) {
+                if (is_leaf(r) && std::find(leaves.begin(), leaves.end(), r) == leaves.end()) leaves.push_back(r);
+            }
+        });
+        if (!leaves.empty()) return leaves;
+    }
+    for (ir::ValueId p : f.params) {
+        if (is_leaf(p)) leaves.push_back(p);
+    }
+    return leaves;
+}
+
 std::string symbol_word(sema::SymbolKind k) {
     switch (k) {
     case sema::SymbolKind::Function: return "function";
@@ -528,9 +551,16 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
             double total = 0;
             for (const ir::Function* f : instances_around(a, ref->def)) {
                 auto defs = defining_ops(*f);
+                const char* word = symbol_word(ref->kind) == "parameter" ? "param"
+                                   : binding && binding->stmt->kind == ast::StmtKind::Var ? "var"
+                                   : ref->kind == sema::SymbolKind::LoopVariable ? "for" : "let";
                 if (auto v = local_value(*f, defs, binding, name)) {
-                    types.add(fmt::format("{} {}: {}", symbol_word(ref->kind) == "parameter" ? "param" : binding && binding->stmt->kind == ast::StmtKind::Var ? "var" : ref->kind == sema::SymbolKind::LoopVariable ? "for" : "let", name, type_of(*a.gir, *f, *v)),
-                              ir::function_label(*f));
+                    types.add(fmt::format("{} {}: {}", word, name, type_of(*a.gir, *f, *v)), ir::function_label(*f));
+                } else if (auto leaves = leaf_values(*f, binding, name); !leaves.empty()) {
+                    // A struct or tuple value: each leaf by its path.
+                    std::string text = fmt::format("{} {}: {} leaves", word, name, leaves.size());
+                    for (ir::ValueId l : leaves) text += fmt::format("\n  {}: {}", f->names[l], type_of(*a.gir, *f, l));
+                    types.add(text, ir::function_label(*f));
                 }
                 // An annotated `let`: the coercions its annotation asked for.
                 if (binding && binding->stmt->type && ref->declaration) {

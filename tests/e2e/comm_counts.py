@@ -99,6 +99,28 @@ def trace_totals(path):
     return len(mine), sum(e["args"]["bytes"] for e in mine)
 
 
+def trace_sites(path):
+    """The source positions (line, col) device 0's trace gives its collectives and
+    contractions (`args.at`, file:line:col); every such event must carry one."""
+    with open(path) as fh:
+        t = json.load(fh)
+    events = t["traceEvents"] if isinstance(t, dict) else t
+    collectives, contractions = set(), set()
+    for e in events:
+        if e.get("ph") != "X" or e.get("tid") != 0 or e.get("name") not in COLLECTIVES | {"contract"}:
+            continue
+        at = e.get("args", {}).get("at", "")
+        m = re.search(r"\.msh:(\d+):(\d+)$", at)
+        assert m, f"trace event {e['name']} has no source location: {e.get('args')}"
+        (contractions if e["name"] == "contract" else collectives).add((int(m.group(1)), int(m.group(2))))
+    return collectives, contractions
+
+
+def explain_sites(doc):
+    """The positions of the collectives explain lists in the instances that run."""
+    return {(c["line"], c["col"]) for f in doc["functions"] if f["runs"] > 0 for c in f["collectives"]}
+
+
 def loss_of(output):
     m = re.search(r"loss\s+([-0-9.eE+]+)", output)
     assert m, output
@@ -129,6 +151,11 @@ def main():
             tcount, tbytes = trace_totals(trace)
             assert (tcount, tbytes) == (count, nbytes), \
                 f"device 0's trace has {tcount} collectives of {tbytes} bytes; explain lists {count} of {nbytes}"
+            # Each collective and contraction event says where in the source it is.
+            tsites, csites = trace_sites(trace)
+            assert tsites == explain_sites(doc), \
+                f"the trace's collectives are at {sorted(tsites)}; explain's at {sorted(explain_sites(doc))}"
+            assert csites, "the trace has contractions, each with its source position"
             # The same source on one device: no collective runs, the loss agrees.
             meshes = re.findall(r"^mesh (\w+) = \[([^\]]*)\]", open(src).read(), re.M)
             rebind = []

@@ -46,6 +46,25 @@ fn gather(x: Tensor f32 [8, 16] on Pod with {0: data}) -> Tensor f32 [8, 16] on 
 }
 """
 
+# A struct value from a literal and names bound by a tuple pattern (issue 22, item 12:
+# they hovered as "variable `p`" with no type).
+AGGREGATES = """\
+mesh Pod = [data: 2, model: 2];
+struct Mlp {
+    w1: Tensor f32 [8, 16] on Pod with {1: model},
+    w2: Tensor f32 [16, 8] on Pod with {0: model},
+}
+fn loss(p: Mlp, x: Tensor f32 [4, 8] on Pod with {0: data}) -> f32 {
+    mean((x @ p.w1) @ p.w2)
+}
+fn main() {
+    let p = Mlp { w1: ones([8, 16]), w2: ones([16, 8]) };
+    let x: Tensor f32 [4, 8] on Pod with {0: data} = ones([4, 8]);
+    let (l, g) = value_and_grad(loss)(p, x);
+    print(l, sum(g.w1));
+}
+"""
+
 USES_STD = """\
 import std.nn;
 mesh Pod = [data: 2, model: 1];
@@ -204,6 +223,24 @@ def main():
     hv = c.at("textDocument/hover", main_uri, line, col)
     text = hv["contents"]["value"] if hv else ""
     check("mesh axis `data` of `Pod`: size 2" in text, "hover on a mesh axis", text)
+
+    agg_uri = uri_of(work / "aggregates.msh")
+    (work / "aggregates.msh").write_text(AGGREGATES)
+    c.open(agg_uri, AGGREGATES, 1)
+    check(c.diagnostics(agg_uri, 1) == [], "the aggregates program checks", None)
+    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "p = Mlp"))
+    text = hv["contents"]["value"] if hv else ""
+    check("let p: 2 leaves" in text and "p.w1: Tensor f32 [8, 16] on Pod with {1: model}" in text
+          and "p.w2: Tensor f32 [16, 8] on Pod with {0: model}" in text,
+          "hover on a struct value bound by `let`: its leaves by path and type", text)
+    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "l, g)"))
+    text = hv["contents"]["value"] if hv else ""
+    check("let l: f32" in text, "hover on a name bound by a tuple pattern: its type", text)
+    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "g)"))
+    text = hv["contents"]["value"] if hv else ""
+    check("g.w1: Tensor f32 [8, 16] on Pod with {1: model}" in text and "g.w2:" in text,
+          "hover on a struct bound by a tuple pattern (a gradient): its leaves", text)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": agg_uri}})
 
     # ------------------------------------------------------------ definition, references
     def loc_at(result):

@@ -250,6 +250,7 @@ extern "C" void meshrt_contract(meshrt_device* dev, int32_t dtype, const char* s
     using namespace meshrt;
     using namespace meshrt::cpu;
     TraceScope scope(dev, "contract");
+    scope.at_site();
     const int32_t noperands = b ? 2 : 1;
     if (noperands == 1 && rank_b != 0)
         fail(dev, std::string("contract \"") + (spec ? spec : "") +

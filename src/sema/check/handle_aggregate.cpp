@@ -436,10 +436,24 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
 void FunctionBuilder::bind_pattern(const Pattern& p, Val v, Span span) {
     switch (p.kind) {
     case PatternKind::Wildcard: return;
-    case PatternKind::Name:
-        if (v.kind == Val::Tensor && f_.names[v.id].empty()) f_.names[v.id] = std::string(p.name.name);
+    case PatternKind::Name: {
+        // The value's unnamed leaves take the name's paths (`p.w1`, `pair.0`), as a
+        // struct parameter's do: the GIR text, explain and hovers then name them.
+        auto name_leaves = [&](auto& self, const Val& x, const std::string& path) -> void {
+            if (x.kind == Val::Tensor) {
+                if (x.id < f_.names.size() && f_.names[x.id].empty()) f_.names[x.id] = path;
+                return;
+            }
+            if (x.kind != Val::Struct && x.kind != Val::Tuple) return;
+            for (size_t i = 0; i < x.elems.size(); ++i) {
+                bool named = x.kind == Val::Struct && x.fn && i < x.fn->fields.size();
+                self(self, x.elems[i], path + "." + (named ? std::string(x.fn->fields[i].name.name) : std::to_string(i)));
+            }
+        };
+        name_leaves(name_leaves, v, std::string(p.name.name));
         scopes_.back()[p.name.name] = Binding_{std::move(v), false};
         return;
+    }
     case PatternKind::Tuple:
         if (!v.opaque.empty()) opaque_error(v, p.span, "a tuple pattern");
         if (v.kind != Val::Tuple || v.elems.size() != p.elements.size()) {
