@@ -100,6 +100,9 @@ struct Op {
     /// Made by autodiff (transform/autodiff.cpp) for the backward pass; `span` is then the
     /// forward construct it differentiates.
     bool backward = false;
+    /// The calls autodiff inlined this op through (outermost first), when a derived
+    /// function holds it: a layer called twice gives its ops two paths. Empty otherwise.
+    std::vector<Span> call_path;
     std::vector<Region> regions;  // For, If
 };
 

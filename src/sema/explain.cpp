@@ -129,17 +129,50 @@ std::string global_shape(const ir::TensorType& t) {
     return fmt::format("{} [{}]", ast::dtype_name(t.dtype), fmt::join(t.shape, ", "));
 }
 
+/// ` via A > B`: the calls autodiff inlined the op through (empty: none).
+std::string via(const SourceManager& sources, const ir::Op& op) {
+    if (op.call_path.empty()) return {};
+    std::vector<std::string> steps;
+    for (Span s : op.call_path) steps.push_back(at(sources, s));
+    return " via " + fmt::format("{}", fmt::join(steps, " > "));
+}
+
 std::string why(const ir::Op& op) {
     if (!op.inserted) return "  (written)";
     return op.reason.empty() ? "  (inserted)" : "  (inserted: " + op.reason + ")";
 }
 
+/// What the i-th tensor of `op` is, when its result is one of a derived function's results:
+/// "the value" (of value_and_grad) or "grad of p.w1" (the parameter leaf it is the
+/// gradient of); "" otherwise (then the value's own name, if any).
+std::string tensor_name(const ir::Function& f, const ir::Op& op, size_t i) {
+    if (i >= op.results.size()) return {};
+    ir::ValueId r = op.results[i];
+    if (!f.derived.empty()) {
+        size_t offset = f.derived == "value_and_grad" ? 1 : 0;
+        for (size_t k = 0; k < f.results.size(); ++k) {
+            if (f.results[k] != r) continue;
+            if (k < offset) return "the value";
+            size_t p = k - offset;
+            if (p < f.params.size() && f.params[p] < f.names.size() && !f.names[f.params[p]].empty()) {
+                return "grad of " + f.names[f.params[p]];
+            }
+        }
+    }
+    ir::ValueId v = op.operands[i];
+    return v < f.names.size() ? f.names[v] : std::string();
+}
+
+/// The operands' global shapes; of a collective of several tensors, each named.
 std::string shapes_of(const ir::Function& f, const ir::Op& op) {
     std::string out;
     for (size_t i = 0; i < op.operands.size(); ++i) {
         if (op.operands[i] >= f.types.size()) continue;
         if (!out.empty()) out += ", ";
         out += global_shape(f.types[op.operands[i]]);
+        if (op.operands.size() > 1) {
+            if (std::string name = tensor_name(f, op, i); !name.empty()) out += " (" + name + ")";
+        }
     }
     return out;
 }
@@ -415,7 +448,8 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
         if (auto info = collective_info(module, f, op)) {
             total += info->cost.seconds;
             collectives.push_back(fmt::format(
-                "    {}  {} of {}: b = {} bytes per device, sends {:.0f} bytes, {}{}{}{}", at(sources, op.span),
+                "    {}{}  {} of {}: b = {} bytes per device, sends {:.0f} bytes, {}{}{}{}", at(sources, op.span),
+                via(sources, op),
                 describe(module, f, op), shapes_of(f, op), info->buffer_bytes, info->cost.bytes_sent,
                 seconds(info->cost.seconds), why(op), op.backward ? "  [backward]" : "",
                 times != 1 ? fmt::format("  [x{} per run]", count_text(times)) : std::string()));
@@ -423,7 +457,7 @@ void explain_function(std::ostream& out, const SourceManager& sources, const ir:
             std::string shape = !op.operands.empty() && op.operands[0] < f.types.size()
                                     ? " of " + global_shape(f.types[op.operands[0]])
                                     : std::string();
-            free.push_back(fmt::format("    {}  {}{}: no communication{}", at(sources, op.span),
+            free.push_back(fmt::format("    {}{}  {}{}: no communication{}", at(sources, op.span), via(sources, op),
                                        describe(module, f, op), shape, why(op)));
         }
     });
@@ -575,11 +609,23 @@ void explain_json(std::ostream& out, const SourceManager& sources, const ir::Mod
                 provenance(c, op);
                 c["pass"] = pass_of(op);
                 c["count"] = times;
+                {
+                    // The calls autodiff inlined it through: a layer called twice has two.
+                    ordered_json path = ordered_json::array();
+                    for (Span s : op.call_path) path.push_back(at(sources, s));
+                    c["call_path"] = std::move(path);
+                }
                 if (op.operands.size() > 1) {
                     c["tensors"] = op.operands.size();
                     ordered_json shapes = ordered_json::array();
                     for (ir::ValueId v : op.operands) shapes.push_back(f.types[v].shape);
                     c["shapes"] = std::move(shapes);
+                    ordered_json names = ordered_json::array();
+                    for (size_t i = 0; i < op.operands.size(); ++i) {
+                        std::string name = tensor_name(f, op, i);
+                        names.push_back(name.empty() ? ordered_json(nullptr) : ordered_json(name));
+                    }
+                    c["names"] = std::move(names);
                 }
                 total += info->cost.seconds;
                 fn["collectives"].push_back(std::move(c));

@@ -208,7 +208,9 @@ private:
                 bool segment = callee.checkpoint && &out == top_ && !in_segment_;
                 size_t begin = out.size();
                 if (segment) in_segment_ = true;
+                call_stack_.push_back(op.span);
                 flatten(callee, callee.ops, inner, out);
+                call_stack_.pop_back();
                 if (segment) {
                     in_segment_ = false;
                     if (out.size() > begin) segments_[out.size() - 1] = begin;
@@ -238,6 +240,7 @@ private:
             }
             case OpKind::If: {
                 Op n = op;
+                if (!call_stack_.empty()) n.call_path.insert(n.call_path.begin(), call_stack_.begin(), call_stack_.end());
                 n.operands = {lookup(map, op.operands[0])};
                 n.regions.clear();
                 for (const Region& r : op.regions) {
@@ -280,6 +283,7 @@ private:
             case OpKind::Print:
             case OpKind::Save: {
                 Op n = op;
+                if (!call_stack_.empty()) n.call_path.insert(n.call_path.begin(), call_stack_.begin(), call_stack_.end());
                 for (ValueId& v : n.operands) v = lookup(map, v);
                 for (size_t i = 0; i < op.results.size(); ++i) {
                     ValueId v = copy_value(src, op.results[i]);
@@ -389,6 +393,7 @@ private:
         ValueId v = g_.add_value(std::move(t));
         op.results = {v};
         op.span = span_;
+        op.call_path = call_path_;
         op.backward = true;
         cur_->push_back(std::move(op));
         return v;
@@ -644,6 +649,7 @@ private:
             auto seg = segments_.find(k);
             if (seg == segments_.end()) {
                 span_ = ops[k].span;
+                call_path_ = ops[k].call_path;
                 reason_ = describe(ops[k]);
                 adjoint(ops[k]);
                 continue;
@@ -677,6 +683,7 @@ private:
     void backward(const std::vector<Op>& ops) {
         for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
             span_ = it->span;
+            call_path_ = it->call_path;
             reason_ = describe(*it);
             adjoint(*it);
         }
@@ -1178,9 +1185,11 @@ private:
         Op back{OpKind::If};
         back.operands = op.operands;
         back.span = op.span;
+        back.call_path = op.call_path;
         back.backward = true;
         std::vector<Op>* saved_cur = cur_;
         Span saved_span = span_;
+        std::vector<Span> saved_path = call_path_;
         std::string saved_reason = reason_;
         for (const Region& region : op.regions) {
             Region nr;
@@ -1200,6 +1209,7 @@ private:
             }
             backward(ops);
             span_ = saved_span;
+            call_path_ = saved_path;
             reason_ = saved_reason;
             for (size_t i = 0; i < caps.size(); ++i) {
                 auto it = ct_.find(caps[i]);
@@ -1226,6 +1236,8 @@ private:
     Function g_;
     Span call_span_;
     Span span_;
+    std::vector<Span> call_path_;   // the forward op's call_path, for the ops differentiating it
+    std::vector<Span> call_stack_;  // the calls being inlined by flatten(), outermost first
     std::string reason_;
     std::vector<Op>* cur_ = nullptr;
     const std::vector<Op>* top_ = nullptr;         // the flattened forward pass

@@ -605,7 +605,7 @@ TEST_CASE("explain --format=json: the MLP has exactly one all_reduce of 256 byte
     keys.clear();
     for (const auto& item : c.items()) keys.push_back(item.key());
     CHECK(keys == std::vector<std::string>{"kind", "op", "axes", "dtype", "shape", "bytes", "cost_s", "line", "col",
-                                           "sent_bytes", "inserted", "reason", "pass", "count"});
+                                           "sent_bytes", "inserted", "reason", "pass", "count", "call_path"});
     CHECK(c["sent_bytes"].get<double>() == Approx(384));
     CHECK(c["inserted"] == true);
     CHECK(c["reason"].is_string());
