@@ -13,6 +13,8 @@ PACKAGES=(
   # the layout solver of `with auto` (CBC, found with pkg-config)
   coinor-libcbc-dev pkg-config
   neovim
+  # compiler cache for tools/test.sh: the CUDA build reuses the gcc build's objects
+  ccache
   # examples/gpt's training text, and the PyTorch reference of its test (tests/gpt;
   # python3-torch: about 50 MB of packages, a minute to install)
   fortunes python3-torch

@@ -15,8 +15,17 @@ fuzz_seconds=${MESHC_FUZZ_SECONDS:-60}
 
 tools/setup.sh
 
+# ccache: the CUDA build below compiles the compiler again with the same flags (only the
+# runtime and the link line differ), so its objects come from the cache; with the base
+# folder set, a later clone elsewhere hits the same cache too.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+
 echo "== build (gcc, warnings are errors)"
-cmake -S . -B build -G Ninja -DMESHC_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DMESHC_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 echo "== tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
@@ -28,7 +37,7 @@ if [ "$quick" = 1 ]; then exit 0; fi
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$nvcc" ]; then
   echo "== build with CUDA and NCCL (-DMESHC_CUDA=ON: compiles and links; no GPU needed)"
-  cmake -S . -B build-cuda -G Ninja -DMESHC_WERROR=ON -DMESHC_CUDA=ON \
+  cmake -S . -B build-cuda -G Ninja -DMESHC_WERROR=ON -DMESHC_CUDA=ON "${launcher[@]}" \
         -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
   cmake --build build-cuda -j"$jobs" --target meshrt meshc meshrt-tests meshrt-cuda-check
   build-cuda/runtime/meshrt-tests "[startup]"     # the CUDA runtime's option handling
@@ -39,7 +48,7 @@ else
 fi
 
 echo "== build (clang-19, ASan+UBSan, fuzzers)"
-CC=clang-19 CXX=clang++-19 cmake -S . -B build-asan -G Ninja -DMESHC_WERROR=ON \
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-asan -G Ninja -DMESHC_WERROR=ON "${launcher[@]}" \
   -DMESHC_SANITIZE=address,undefined -DMESHC_FUZZ=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 echo "== tests under ASan+UBSan"
