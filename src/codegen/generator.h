@@ -158,6 +158,7 @@ private:
 
     // Per function.
     const ir::Function* fn_ = nullptr;
+    int loop_depth_ = 0;  // `for` loops being lowered around the current op
     const spmd::LocalFunction* lf_ = nullptr;
     llvm::Function* llfn_ = nullptr;
     llvm::Value* dev_ = nullptr;

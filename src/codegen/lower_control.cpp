@@ -43,7 +43,12 @@ void Generator::for_op(const Op& op) {
     ValueId iv = body.args[0];
     llvm::Value* count = b_.CreateIntrinsic(llvm::Intrinsic::smax, {i64_}, {b_.CreateSub(hi, lo), i64c(0)});
     llvm::Value* ibuf = call("meshrt_alloc", {dev_, i64c(8)});
+    // A `for` at the top of `main` is the program's step loop: each iteration is a region
+    // named "step" in the trace (--trace), with the run's kernels and collectives inside.
+    const bool steps = fn_ && fn_->name == "main" && fn_->derived.empty() && loop_depth_ == 0;
+    ++loop_depth_;
     loop(count, [&](llvm::Value* step) {
+        if (steps) call("meshrt_trace_begin", {dev_, cstring("step")});
         b_.CreateStore(convert(b_.CreateAdd(lo, step), DType::I64, dt(iv)), b_.CreateGEP(storage(dt(iv)), ibuf, i64c(0)));
         val_[iv] = ibuf;
         std::vector<llvm::Value*> old;
@@ -66,7 +71,9 @@ void Generator::for_op(const Op& op) {
         }
         for (size_t k = 0; k < n; ++k) call("meshrt_free", {dev_, old[k]});
         for (size_t k = 0; k < n; ++k) b_.CreateStore(next[k], slots[k]);
+        if (steps) call("meshrt_trace_end", {dev_});
     });
+    --loop_depth_;
     call("meshrt_free", {dev_, ibuf});
     for (size_t k = 0; k < n; ++k) val_[op.results[k]] = b_.CreateLoad(ptr_, slots[k]);
 }

@@ -156,6 +156,14 @@ def main():
             assert tsites == explain_sites(doc), \
                 f"the trace's collectives are at {sorted(tsites)}; explain's at {sorted(explain_sites(doc))}"
             assert csites, "the trace has contractions, each with its source position"
+            # Each iteration of main's step loop is a "step" region of the trace.
+            trips = re.search(r"^    for \w+ in (\d+)\.\.(\d+)", open(src).read(), re.M)
+            with open(trace) as fh:
+                t = json.load(fh)
+            steps = [e for e in (t["traceEvents"] if isinstance(t, dict) else t)
+                     if e.get("name") == "step" and e.get("tid") == 0 and e.get("ph") == "X"]
+            assert trips and len(steps) == int(trips.group(2)) - int(trips.group(1)), \
+                f"device 0's trace has {len(steps)} step regions for the loop {trips.group(0) if trips else None}"
             # The same source on one device: no collective runs, the loss agrees.
             meshes = re.findall(r"^mesh (\w+) = \[([^\]]*)\]", open(src).read(), re.M)
             rebind = []
