@@ -1,6 +1,7 @@
 // Collectives and make_partial: runtime calls on the value's piece, and a combined
 // all_reduce packed into one buffer.
 #include "codegen/generator.h"
+#include "ir/op_rules.h"
 
 namespace meshc::codegen::lower {
 
@@ -85,44 +86,24 @@ void Generator::collective(const Op& op) {
     llvm::Value* rank = i32c(static_cast<int64_t>(lshape(x).size()));
     on_members(mesh, [&] {
         comm_site(op);
-        switch (op.kind) {
-        case OpKind::AllReduce:
+        switch (ir::op_rule(op.kind).comm) {
+        case ir::CommRule::AllReduce:
             call("meshrt_all_reduce", {dev_, i32c(mesh), n, axes_c, type, red, val_[x], val_[r], i64c(product(lshape(x)))});
             break;
-        case OpKind::AllGather:
+        case ir::CommRule::AllGather:
             call("meshrt_all_gather", {dev_, i32c(mesh), n, axes_c, type, val_[x], val_[r], rank, i64_array(lshape(x)), i32c(op.dim)});
             break;
-        case OpKind::ReduceScatter:
+        case ir::CommRule::ReduceScatter:
             call("meshrt_reduce_scatter",
                  {dev_, i32c(mesh), n, axes_c, type, red, val_[x], val_[r], rank, i64_array(lshape(x)), i32c(op.dim)});
             break;
-        case OpKind::AllToAll:
+        case ir::CommRule::AllToAll:
             call("meshrt_all_to_all",
                  {dev_, i32c(mesh), n, axes_c, type, val_[x], val_[r], rank, i64_array(lshape(x)), i32c(op.dim), i32c(op.dim2)});
             break;
-        case OpKind::Constant:
-        case OpKind::Create:
-        case OpKind::Load:
-        case OpKind::Arg:
-        case OpKind::Elementwise:
-        case OpKind::Reduce:
-        case OpKind::Contract:
-        case OpKind::LocalSlice:
-        case OpKind::MakePartial:
-        case OpKind::Place:
-        case OpKind::Reshape:
-        case OpKind::Broadcast:
-        case OpKind::Slice:
-        case OpKind::Pad:
-        case OpKind::Concat:
-        case OpKind::OneHot:
-        case OpKind::Embedding:
-        case OpKind::Call:
-        case OpKind::Print:
-        case OpKind::Save:
-        case OpKind::For:
-        case OpKind::If:
-        case OpKind::Grad: MESHC_ASSERT(false, "a collective lowers to its runtime call");
+        case ir::CommRule::LocalSlice:
+        case ir::CommRule::MakePartial:
+        case ir::CommRule::None: MESHC_ASSERT(false, "a collective lowers to its runtime call");
         }
     }, [&] { zero(r, val_[r]); });
 }

@@ -15,14 +15,14 @@ namespace {
 
 // One row per op, in ops.def's order (checked below at compile time).
 constexpr OpRule kRules[] = {
-#define MESHC_RULE(name, lo, hi, results, adjoint, cost, type_rule, factors, meaning) \
-    {lo, hi, results, AdjointRule::adjoint, CostRule::cost, rules::type_rule, rules::factors, meaning},
+#define MESHC_RULE(name, lo, hi, results, adjoint, cost, comm, type_rule, factors, meaning) \
+    {lo, hi, results, AdjointRule::adjoint, CostRule::cost, CommRule::comm, rules::type_rule, rules::factors, meaning},
 #include "ir/op_rules.def"
 #undef MESHC_RULE
 };
 
 constexpr OpKind kRuleOrder[] = {
-#define MESHC_RULE(name, lo, hi, results, adjoint, cost, type_rule, factors, meaning) OpKind::name,
+#define MESHC_RULE(name, lo, hi, results, adjoint, cost, comm, type_rule, factors, meaning) OpKind::name,
 #include "ir/op_rules.def"
 #undef MESHC_RULE
 };

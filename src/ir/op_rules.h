@@ -33,6 +33,10 @@ enum class CostRule : uint8_t {
     Copy,         // reads what is kept, writes the result
 };
 
+/// Which coercion of docs/language.md's coercion table an op is (op_rules.def's comm
+/// column): switches over the collectives go over this, not over every OpKind.
+enum class CommRule : uint8_t { None, AllReduce, ReduceScatter, AllGather, AllToAll, LocalSlice, MakePartial };
+
 /// How an element-wise function passes pending sums on (ew.def).
 enum class EwPending : uint8_t { Sum, Keep, Product, Quotient, Whole };
 /// What an element-wise function's result element type is (ew.def).
@@ -101,6 +105,7 @@ struct OpRule {
     int results;       // -1: as many as operands; -2: checked elsewhere (calls, regions)
     AdjointRule adjoint;
     CostRule cost;
+    CommRule comm;
     TypeRule type_rule;
     FactorRule factors;
     std::string_view local_meaning;

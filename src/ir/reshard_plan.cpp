@@ -1,6 +1,8 @@
 // Coercion planning; see reshard_plan.h.
 #include "ir/reshard_plan.h"
 
+#include "ir/op_rules.h"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -174,34 +176,14 @@ int64_t step_bytes(const ReshardStep& step, const TensorType& before, const Mesh
 }
 
 std::optional<CollectiveKind> collective_kind(OpKind kind) {
-    switch (kind) {
-    case OpKind::AllReduce: return CollectiveKind::AllReduce;
-    case OpKind::ReduceScatter: return CollectiveKind::ReduceScatter;
-    case OpKind::AllGather: return CollectiveKind::AllGather;
-    case OpKind::AllToAll: return CollectiveKind::AllToAll;
-    case OpKind::Constant:
-    case OpKind::Create:
-    case OpKind::Load:
-    case OpKind::Arg:
-    case OpKind::Elementwise:
-    case OpKind::Reduce:
-    case OpKind::Contract:
-    case OpKind::LocalSlice:
-    case OpKind::MakePartial:
-    case OpKind::Place:
-    case OpKind::Reshape:
-    case OpKind::Broadcast:
-    case OpKind::Slice:
-    case OpKind::Pad:
-    case OpKind::Concat:
-    case OpKind::OneHot:
-    case OpKind::Embedding:
-    case OpKind::Call:
-    case OpKind::Print:
-    case OpKind::Save:
-    case OpKind::For:
-    case OpKind::If:
-    case OpKind::Grad: return std::nullopt;
+    switch (op_rule(kind).comm) {
+    case CommRule::AllReduce: return CollectiveKind::AllReduce;
+    case CommRule::ReduceScatter: return CollectiveKind::ReduceScatter;
+    case CommRule::AllGather: return CollectiveKind::AllGather;
+    case CommRule::AllToAll: return CollectiveKind::AllToAll;
+    case CommRule::LocalSlice:
+    case CommRule::MakePartial:
+    case CommRule::None: return std::nullopt;
     }
     return std::nullopt;
 }

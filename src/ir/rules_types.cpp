@@ -539,21 +539,21 @@ std::string type_collective(const RuleInput& in, std::vector<TensorType>& out) {
             return axes_set(lost) == op.axes;
         };
         TensorType r = x;
-        switch (op.kind) {
-        case OpKind::AllReduce:
-        case OpKind::ReduceScatter: {
+        switch (op_rule(op.kind).comm) {
+        case CommRule::AllReduce:
+        case CommRule::ReduceScatter: {
             if ((x.layout.partial & op.axes) != op.axes) {
                 return fmt::format("operand {} is not partial over {}: {}", in.operand_label(k), axes, type_text(in, x));
             }
             r.layout.partial &= ~op.axes;
-            if (op.kind == OpKind::ReduceScatter) {
+            if (op_rule(op.kind).comm == CommRule::ReduceScatter) {
                 if (std::string e = check_dim(op.dim, "dim"); !e.empty()) return e;
                 auto d = static_cast<size_t>(op.dim);
                 for (uint8_t a : gained(d, x.layout.dims[d])) r.layout.dims[d].push_back(a);
             }
             break;
         }
-        case OpKind::AllGather: {
+        case CommRule::AllGather: {
             if (std::string e = check_dim(op.dim, "dim"); !e.empty()) return e;
             AxisList kept, lost;
             if (!lose(static_cast<size_t>(op.dim), kept, lost)) {
@@ -562,7 +562,7 @@ std::string type_collective(const RuleInput& in, std::vector<TensorType>& out) {
             r.layout.dims[static_cast<size_t>(op.dim)] = kept;
             break;
         }
-        case OpKind::AllToAll: {
+        case CommRule::AllToAll: {
             if (std::string e = check_dim(op.dim, "from dim"); !e.empty()) return e;
             if (std::string e = check_dim(op.dim2, "to dim"); !e.empty()) return e;
             if (op.dim == op.dim2) return fmt::format("from and to are the same dim {}", op.dim);
@@ -575,7 +575,7 @@ std::string type_collective(const RuleInput& in, std::vector<TensorType>& out) {
             for (uint8_t a : gained(to, x.layout.dims[to])) r.layout.dims[to].push_back(a);
             break;
         }
-        case OpKind::LocalSlice: {
+        case CommRule::LocalSlice: {
             if (((x.layout.split_axes() | x.layout.partial) & op.axes) != 0) {
                 return fmt::format("operand {} is not replicated over {}: {}", in.operand_label(k), axes, type_text(in, x));
             }
@@ -584,7 +584,7 @@ std::string type_collective(const RuleInput& in, std::vector<TensorType>& out) {
             for (uint8_t a : gained(d, x.layout.dims[d])) r.layout.dims[d].push_back(a);
             break;
         }
-        case OpKind::MakePartial:
+        case CommRule::MakePartial:
             if (x.layout.partial & op.axes) {
                 return fmt::format("operand {} is already partial over {}", in.operand_label(k), axes);
             }
@@ -598,27 +598,7 @@ std::string type_collective(const RuleInput& in, std::vector<TensorType>& out) {
                 d = kept;
             }
             break;
-        case OpKind::Constant:
-        case OpKind::Create:
-        case OpKind::Load:
-        case OpKind::Arg:
-        case OpKind::Elementwise:
-        case OpKind::Reduce:
-        case OpKind::Contract:
-        case OpKind::Place:
-        case OpKind::Reshape:
-        case OpKind::Broadcast:
-        case OpKind::Slice:
-        case OpKind::Pad:
-        case OpKind::Concat:
-        case OpKind::OneHot:
-        case OpKind::Embedding:
-        case OpKind::Call:
-        case OpKind::Print:
-        case OpKind::Save:
-        case OpKind::For:
-        case OpKind::If:
-        case OpKind::Grad: return fmt::format("{} is not a collective", op_name(op.kind));
+        case CommRule::None: return fmt::format("{} is not a collective", op_name(op.kind));
         }
         out.push_back(std::move(r));
     }

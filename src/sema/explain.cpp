@@ -4,6 +4,7 @@
 
 #include "ir/compute_cost.h"
 #include "ir/reshard_plan.h"
+#include "ir/op_rules.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -93,34 +94,14 @@ std::string describe(const ir::Module& module, const ir::Function& f, const ir::
     const Mesh* mesh = nullptr;
     if (!op.operands.empty() && op.operands[0] < f.types.size()) mesh = mesh_of(module, f.types[op.operands[0]]);
     out += " over (" + (mesh ? mesh->axis_names(op.axes) : fmt::format("{:#x}", op.axes)) + ")";
-    switch (op.kind) {
-    case OpKind::ReduceScatter:
-    case OpKind::AllGather:
-    case OpKind::LocalSlice: out += fmt::format(" dim {}", op.dim); break;
-    case OpKind::AllToAll: out += fmt::format(" dim {} -> {}", op.dim, op.dim2); break;
-    case OpKind::Constant:
-    case OpKind::Create:
-    case OpKind::Load:
-    case OpKind::Arg:
-    case OpKind::Elementwise:
-    case OpKind::Reduce:
-    case OpKind::Contract:
-    case OpKind::AllReduce:
-    case OpKind::MakePartial:
-    case OpKind::Place:
-    case OpKind::Reshape:
-    case OpKind::Broadcast:
-    case OpKind::Slice:
-    case OpKind::Pad:
-    case OpKind::Concat:
-    case OpKind::OneHot:
-    case OpKind::Embedding:
-    case OpKind::Call:
-    case OpKind::Print:
-    case OpKind::Save:
-    case OpKind::For:
-    case OpKind::If:
-    case OpKind::Grad: break;
+    switch (ir::op_rule(op.kind).comm) {
+    case ir::CommRule::ReduceScatter:
+    case ir::CommRule::AllGather:
+    case ir::CommRule::LocalSlice: out += fmt::format(" dim {}", op.dim); break;
+    case ir::CommRule::AllToAll: out += fmt::format(" dim {} -> {}", op.dim, op.dim2); break;
+    case ir::CommRule::AllReduce:
+    case ir::CommRule::MakePartial:
+    case ir::CommRule::None: break;
     }
     return out;
 }

@@ -1,6 +1,8 @@
 // SPMD partitioning (see spmd.h for the local meaning of each op).
 #include "spmd/spmd.h"
 
+#include "ir/op_rules.h"
+
 #include <map>
 #include <ostream>
 
@@ -47,49 +49,29 @@ std::vector<int32_t> suffix_after(const ir::AxisList& prefix, const ir::AxisList
 
 std::vector<int32_t> group_axes(const ir::Function& fn, const Op& op) {
     bool ok = true;
-    switch (op.kind) {
-    case OpKind::AllReduce:
-    case OpKind::MakePartial: return axes_of(op.axes);
-    case OpKind::AllGather: {
+    switch (ir::op_rule(op.kind).comm) {
+    case ir::CommRule::AllReduce:
+    case ir::CommRule::MakePartial: return axes_of(op.axes);
+    case ir::CommRule::AllGather: {
         const auto& in = fn.types[op.operands[0]].layout.dims[static_cast<size_t>(op.dim)];
         const auto& out = fn.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)];
         auto g = suffix_after(out, in, ok);
         return ok ? g : axes_of(op.axes);
     }
-    case OpKind::ReduceScatter:
-    case OpKind::LocalSlice: {
+    case ir::CommRule::ReduceScatter:
+    case ir::CommRule::LocalSlice: {
         const auto& in = fn.types[op.operands[0]].layout.dims[static_cast<size_t>(op.dim)];
         const auto& out = fn.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)];
         auto g = suffix_after(in, out, ok);
         return ok ? g : axes_of(op.axes);
     }
-    case OpKind::AllToAll: {
+    case ir::CommRule::AllToAll: {
         const auto& in = fn.types[op.operands[0]].layout.dims[static_cast<size_t>(op.dim)];
         const auto& out = fn.types[op.results[0]].layout.dims[static_cast<size_t>(op.dim)];
         auto g = suffix_after(out, in, ok);
         return ok ? g : axes_of(op.axes);
     }
-    case OpKind::Constant:
-    case OpKind::Create:
-    case OpKind::Load:
-    case OpKind::Arg:
-    case OpKind::Elementwise:
-    case OpKind::Reduce:
-    case OpKind::Contract:
-    case OpKind::Place:
-    case OpKind::Reshape:
-    case OpKind::Broadcast:
-    case OpKind::Slice:
-    case OpKind::Pad:
-    case OpKind::Concat:
-    case OpKind::OneHot:
-    case OpKind::Embedding:
-    case OpKind::Call:
-    case OpKind::Print:
-    case OpKind::Save:
-    case OpKind::For:
-    case OpKind::If:
-    case OpKind::Grad: return {};
+    case ir::CommRule::None: return {};
     }
     return {};
 }
