@@ -43,6 +43,7 @@ std::string share_key(const ir::Function& f) {
     std::string key = f.name + "[";
     for (const auto& [n, v] : f.instance) key += fmt::format("{}={},", n, v);
     for (const auto& [n, m] : f.mesh_instance) key += fmt::format("{}={},", n, m);
+    for (const auto& [n, t] : f.dtype_instance) key += fmt::format("{}={},", n, t);
     return key + "]";
 }
 

@@ -399,11 +399,17 @@ std::string function_label(const Function& function) {
         base.name = function.name;
         base.instance = function.instance;
         base.mesh_instance = function.mesh_instance;
+        base.dtype_instance = function.dtype_instance;
         return function.derived + "(" + function_label(base) + ")";
     }
-    if (function.instance.empty() && function.mesh_instance.empty()) return function.name;
+    if (function.instance.empty() && function.mesh_instance.empty() && function.dtype_instance.empty()) return function.name;
     std::string out = function.name + "[";
     bool first = true;
+    for (const auto& [var, dtype] : function.dtype_instance) {
+        if (!first) out += ", ";
+        first = false;
+        out += fmt::format("{} = {}", var, dtype);
+    }
     for (const auto& [var, mesh] : function.mesh_instance) {
         if (!first) out += ", ";
         first = false;

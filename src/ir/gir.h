@@ -119,6 +119,7 @@ struct Function {
     std::string name;
     std::map<std::string, int64_t> instance;  // size variables of a generic function
     std::map<std::string, std::string> mesh_instance;  // its mesh parameters: `M` -> `Pod`
+    std::map<std::string, std::string> dtype_instance;  // its element types: `T` -> `bf16`
     std::vector<ValueId> params;
     std::vector<ValueId> results;
     /// Indexed by ValueId. A deque: adding a value never moves the others, so a reference

@@ -327,6 +327,7 @@ std::string symbol_word(sema::SymbolKind k) {
     case sema::SymbolKind::SizeVariable: return "size variable";
     case sema::SymbolKind::MeshParameter: return "mesh parameter";
     case sema::SymbolKind::TypeParameter: return "parameter type (`Params`)";
+    case sema::SymbolKind::ElementType: return "element type (`Float`)";
     }
     return "name";
 }
@@ -576,12 +577,14 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
         }
         case sema::SymbolKind::SizeVariable:
         case sema::SymbolKind::TypeParameter:
+        case sema::SymbolKind::ElementType:
         case sema::SymbolKind::MeshParameter: {
             md = fmt::format("{} `{}`", symbol_word(ref->kind), name);
             std::set<std::string> values;
             for (const ir::Function* f : instances_around(a, ref->use)) {
                 if (auto it = f->instance.find(name); it != f->instance.end()) values.insert(fmt::format("{} = {}", name, it->second));
                 if (auto it = f->mesh_instance.find(name); it != f->mesh_instance.end()) values.insert(fmt::format("{} = {}", name, it->second));
+                if (auto it = f->dtype_instance.find(name); it != f->dtype_instance.end()) values.insert(fmt::format("{} = {}", name, it->second));
             }
             if (!values.empty()) md += fmt::format(": `{}` in this function's instances", fmt::join(values, "`, `"));
             break;
@@ -859,6 +862,7 @@ json semantic_tokens(const Analysis& a, Positions& pos) {
                 case sema::SymbolKind::LoopVariable: type = TVariable; break;
                 case sema::SymbolKind::SizeVariable:
                 case sema::SymbolKind::TypeParameter:
+                case sema::SymbolKind::ElementType:
                 case sema::SymbolKind::MeshParameter: type = TTypeParameter; break;
                 }
             } else if (i + 1 < tokens.size() && tokens[i + 1].kind == K::LParen &&

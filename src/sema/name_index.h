@@ -12,7 +12,7 @@
 namespace meshc::sema {
 
 enum class SymbolKind : uint8_t {
-    Function, Struct, Field, Mesh, MeshAxis, Module, Parameter, Variable, LoopVariable, SizeVariable, MeshParameter, TypeParameter
+    Function, Struct, Field, Mesh, MeshAxis, Module, Parameter, Variable, LoopVariable, SizeVariable, MeshParameter, TypeParameter, ElementType
 };
 
 struct NameRef {

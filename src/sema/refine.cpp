@@ -210,7 +210,7 @@ private:
         Subst inner;
         for (size_t i = 0; i < s->generics.size(); ++i) {
             const GenericParam& g = s->generics[i];
-            if (g.kind && (g.kind->name == "Mesh" || g.kind->name == "Params")) continue;  // meshes: axis sizes stay symbolic
+            if (g.kind && (g.kind->name == "Mesh" || g.kind->name == "Params" || g.kind->name == "Float")) continue;  // meshes: axis sizes stay symbolic
             auto e = dim(*t.args[i], subst);
             if (!e) return false;
             inner[g.name.name] = *e;

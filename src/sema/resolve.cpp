@@ -261,6 +261,7 @@ private:
         std::map<std::string_view, Span> size_vars;
         std::map<std::string_view, Span> mesh_params;
         std::map<std::string_view, Span> type_params;  // `P: Params`
+        std::map<std::string_view, Span> dtype_params;  // `T: Float`
         std::vector<std::unordered_map<std::string_view, Local>> locals;
         const Item* item = nullptr;
     };
@@ -269,29 +270,37 @@ private:
         for (const GenericParam& g : generics) {
             bool is_mesh = false;
             bool is_type = false;
+            bool is_dtype = false;
             bool unknown_kind = false;
             if (g.kind) {
                 if (g.kind->name == "Mesh") {
                     is_mesh = true;
                 } else if (g.kind->name == "Params") {
                     is_type = true;
+                } else if (g.kind->name == "Float") {
+                    is_dtype = true;
                 } else if (g.kind->name != "Dim") {
                     unknown_kind = true;
                     diags_.emit(DiagCode::E0207, g.kind->span,
                                 fmt::format("unknown kind `{}` for generic parameter `{}`",
                                             g.kind->name, g.name.name))
-                        .note("a generic parameter is a mesh (`M: Mesh`), a size (`B` or `B: Dim`) "
-                              "or a parameter type (`P: Params`)");
+                        .note("a generic parameter is a mesh (`M: Mesh`), a size (`B` or `B: Dim`), "
+                              "a parameter type (`P: Params`) or a float element type (`T: Float`)");
                 }
             }
             const std::map<std::string_view, Span>* declared = nullptr;
-            for (const auto* m : {&scope.size_vars, &scope.mesh_params, &scope.type_params}) {
+            for (const auto* m : {&scope.size_vars, &scope.mesh_params, &scope.type_params, &scope.dtype_params}) {
                 if (!declared && m->count(g.name.name)) declared = m;
             }
             if (declared) {
                 diags_.emit(DiagCode::E0204, g.name.span,
                             fmt::format("generic parameter `{}` declared twice", g.name.name))
                     .note("first declared here", declared->at(g.name.name));
+                continue;
+            }
+            if (is_dtype) {
+                scope.dtype_params.emplace(g.name.name, g.name.span);
+                record(g.name.span, g.name.span, SymbolKind::ElementType);
                 continue;
             }
             if (is_type) {
@@ -454,6 +463,7 @@ private:
         case TypeKind::Named: resolve_named_type(type, scope, mode); return;
         case TypeKind::Tensor: break;
         }
+        if (type.dtype_var) resolve_dtype_var(*type.dtype_var, scope);
         for (const Dim* d : type.shape) resolve_dim(*d, scope, mode);
         MeshRef mesh;
         if (type.mesh) mesh = lookup_mesh(*type.mesh, scope, true);
@@ -561,8 +571,29 @@ private:
         return nullptr;
     }
 
+    // The element type `T` of `Tensor T [...]`: a `T: Float` generic parameter.
+    void resolve_dtype_var(const Ident& name, FnScope& scope) {
+        if (auto it = scope.dtype_params.find(name.name); it != scope.dtype_params.end()) {
+            record(name.span, it->second, SymbolKind::ElementType);
+            return;
+        }
+        diags_.emit(DiagCode::E0201, name.span, fmt::format("unknown element type `{}`", name.name))
+            .note("an element type is f16, bf16, f32, f64, i32, i64 or bool, or a generic parameter "
+                  "declared `T: Float` in the function's or struct's `[...]`");
+    }
+
     void resolve_named_type(const Type& type, FnScope& scope, DimMode mode) {
         if (!type.module) {
+            if (auto it = scope.dtype_params.find(type.name.name); it != scope.dtype_params.end()) {
+                // `T` alone: a scalar of the generic element type.
+                record(type.name.span, it->second, SymbolKind::ElementType);
+                if (!type.args.empty()) {
+                    diags_.emit(DiagCode::E0303, type.span,
+                                fmt::format("`{}` is an element type (`{}: Float`): it takes no generic arguments",
+                                            type.name.name, type.name.name));
+                }
+                return;
+            }
             if (auto tp = scope.type_params.find(type.name.name); tp != scope.type_params.end()) {
                 record(type.name.span, tp->second, SymbolKind::TypeParameter);
                 if (!type.args.empty()) {
@@ -643,7 +674,22 @@ private:
             const GenericParam& param = target->generics[i];
             bool wants_mesh = param.kind && param.kind->name == "Mesh";
             bool wants_type = param.kind && param.kind->name == "Params";
-            if (wants_type) {
+            bool wants_dtype = param.kind && param.kind->name == "Float";
+            if (wants_dtype) {
+                static constexpr std::string_view kFloats[] = {"f16", "bf16", "f32", "f64"};
+                bool keyword = arg.kind == DimKind::Var &&
+                               std::find(std::begin(kFloats), std::end(kFloats), arg.name.name) != std::end(kFloats);
+                auto dp = arg.kind == DimKind::Var ? scope.dtype_params.find(arg.name.name) : scope.dtype_params.end();
+                if (dp != scope.dtype_params.end()) {
+                    record(arg.span, dp->second, SymbolKind::ElementType);
+                } else if (!keyword) {
+                    diags_.emit(DiagCode::E0209, arg.span,
+                                fmt::format("generic parameter `{}` of `{}` is a float element type; pass f16, bf16, "
+                                            "f32, f64 or a `T: Float` parameter",
+                                            param.name.name, target->name.name))
+                        .note("declared here", param.name.span);
+                }
+            } else if (wants_type) {
                 auto tp = arg.kind == DimKind::Var ? scope.type_params.find(arg.name.name) : scope.type_params.end();
                 if (tp == scope.type_params.end()) {
                     diags_.emit(DiagCode::E0209, arg.span,
@@ -724,6 +770,10 @@ private:
         if (auto var = scope.size_vars.find(name); var != scope.size_vars.end()) {
             record(e.name.span, var->second, SymbolKind::SizeVariable);
             return;  // a size used as an i64 value
+        }
+        if (auto dp = scope.dtype_params.find(name); dp != scope.dtype_params.end()) {
+            record(e.name.span, dp->second, SymbolKind::ElementType);
+            return;  // an element type, as in `cast(x, T)` (the checker says where one fits)
         }
         if (scope.mesh_params.count(name)) {
             diags_.emit(DiagCode::E0209, e.span, fmt::format("mesh `{}` is not a value", name))

@@ -16,4 +16,14 @@ std::string_view dtype_name(DType t) {
     return "?";
 }
 
+bool dtype_from_name(std::string_view name, DType& out) {
+    for (DType t : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
+        if (dtype_name(t) == name) {
+            out = t;
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace meshc

@@ -79,6 +79,7 @@ struct Type {
     TypeKind kind;
     Span span;
     DType dtype = DType::F32;                 // Scalar, Tensor
+    std::optional<Ident> dtype_var;           // Tensor: `Tensor T [...]` (a `T: Float` generic)
     std::vector<const Dim*> shape;            // Tensor
     std::optional<Ident> mesh;                // Tensor: `on M`
     std::optional<Layout> layout;             // Tensor: `with {...}`

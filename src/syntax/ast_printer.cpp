@@ -318,7 +318,7 @@ std::string type_to_string(const Type& type) {
     switch (type.kind) {
     case TypeKind::Scalar: return std::string(dtype_name(type.dtype));
     case TypeKind::Tensor: {
-        std::string out = fmt::format("Tensor {} [", dtype_name(type.dtype));
+        std::string out = fmt::format("Tensor {} [", type.dtype_var ? type.dtype_var->name : dtype_name(type.dtype));
         for (size_t i = 0; i < type.shape.size(); ++i) {
             if (i) out += ", ";
             out += dim_to_string(*type.shape[i]);

@@ -829,12 +829,16 @@ private:
         }
         if (eat(TokenKind::KwTensor)) {
             Type t{TypeKind::Tensor, {}};
-            if (!is_dtype_keyword(kind())) {
-                expected("an element type (`f32`, `bf16`, `i64`, ...) after `Tensor`");
+            if (at(TokenKind::Ident)) {
+                t.dtype_var = ident_here();  // `Tensor T [...]`, T a generic element type (`T: Float`)
+                bump();
+            } else if (!is_dtype_keyword(kind())) {
+                expected("an element type (`f32`, `bf16`, `i64`, ..., or a generic `T: Float`) after `Tensor`");
                 return nullptr;
+            } else {
+                t.dtype = dtype_of(kind());
+                bump();
             }
-            t.dtype = dtype_of(kind());
-            bump();
             if (!expect(TokenKind::LBracket, "to start the shape")) return nullptr;
             if (!parse_dim_list(t.shape, "the shape")) return nullptr;
             if (eat(TokenKind::KwOn)) {
@@ -925,7 +929,22 @@ private:
                     expected("a generic argument");
                     return nullptr;
                 }
-                if (!parse_dim_list(t.args, "the generic arguments")) return nullptr;
+                // Sizes, meshes, parameter types, and element types (`Mats[bf16, M, 4]`: an
+                // element type keyword is read as a name, resolved against a `T: Float`).
+                bool ok = comma_list(TokenKind::RBracket, "the generic arguments", [&] {
+                    if (is_dtype_keyword(kind())) {
+                        Dim d{DimKind::Var, tok_span()};
+                        d.name = ident_here();
+                        bump();
+                        t.args.push_back(module_->make(d));
+                        return true;
+                    }
+                    const Dim* d = parse_dim();
+                    if (!d) return false;
+                    t.args.push_back(d);
+                    return true;
+                });
+                if (!ok) return nullptr;
             }
             t.span = span_from(begin);
             return module_->make(std::move(t));

@@ -119,6 +119,7 @@ public:
         g_.name = c.name;
         g_.instance = c.instance;
         g_.mesh_instance = c.mesh_instance;
+        g_.dtype_instance = c.dtype_instance;
         g_.span = c.span;
         g_.derived = with_value ? "value_and_grad" : "grad";
         Map map;

@@ -195,6 +195,16 @@ Layout FunctionBuilder::layout_from_ast(const Type& t, const TensorType& tt, con
     return layout;
 }
 
+DType FunctionBuilder::bound_dtype(const Ident& name) {
+    auto it = binding_.dtypes.find(name.name);
+    if (it == binding_.dtypes.end()) {
+        fail(DiagCode::E0310, name.span, fmt::format("the element type `{}` is not known here", name.name),
+             {{"a `T: Float` parameter takes the element type of an argument declared `Tensor T [...]` or `T`; "
+               "a literal fixes none (write `cast(0.5, f32)`)", {}}});
+    }
+    return it->second;
+}
+
 TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string_view>* dim_names) {
     TensorType tt;
     switch (t.kind) {
@@ -207,7 +217,7 @@ TensorType FunctionBuilder::type_from_ast(const Type& t, std::vector<std::string
              {{"`meshc check` (syntax and names) accepts them; `explain` and `--emit=gir` "
                "need the checker's support, which is in progress", {}}});
     }
-    tt.dtype = t.dtype;
+    tt.dtype = t.dtype_var ? bound_dtype(*t.dtype_var) : t.dtype;
     for (const Dim* d : t.shape) {
         int64_t n = eval_dim(*d);
         if (n < 1) fail(DiagCode::E0307, d->span, fmt::format("a dim has size {}; sizes are at least 1", n));

@@ -90,6 +90,7 @@ struct Binding {
     std::map<std::string_view, std::shared_ptr<const AggType>> types;
     std::map<std::string_view, std::string> type_keys;
     std::map<std::string_view, std::string> type_names;  // for messages: `struct Mlp`
+    std::map<std::string_view, DType> dtypes;  // `T: Float` parameters -> element types
     // Tensor types written `with _` (a parameter that takes its argument's layout): the
     // layout each has in this instance.
     std::map<const ast::Type*, ir::Layout> layouts;
@@ -99,6 +100,7 @@ struct Binding {
         std::string out;
         for (const auto& [n, v] : sizes) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, v);
         for (const auto& [n, t] : type_names) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, t);
+        for (const auto& [n, t] : dtypes) out += fmt::format("{}{} = {}", out.empty() ? "" : ", ", n, dtype_name(t));
         return out;
     }
 
@@ -107,6 +109,7 @@ struct Binding {
         for (const auto& [n, v] : sizes) k += fmt::format("{}={};", n, v);
         for (const auto& [n, m] : meshes) k += fmt::format("{}=@{};", n, m);
         for (const auto& [n, t] : type_keys) k += fmt::format("{}=<{}>;", n, t);
+        for (const auto& [n, t] : dtypes) k += fmt::format("{}:{};", n, dtype_name(t));
         for (const auto& [t, l] : layouts) {
             k += fmt::format("{}={{", static_cast<const void*>(t));
             for (const auto& axes : l.dims) {
@@ -172,6 +175,9 @@ private:
 
     int64_t eval_dim(const Dim& d);
     TensorType type_from_ast(const Type& t, std::vector<std::string_view>* dim_names);
+    /// The element type a `T: Float` parameter stands for in this instance (E0310 when no
+    /// argument fixed it).
+    DType bound_dtype(const Ident& name);
     Layout layout_from_ast(const Type& t, const TensorType& partial_type, const Mesh& mesh);
     int32_t mesh_index(const Ident& name);
 
@@ -245,6 +251,9 @@ private:
                  const std::function<ValueId(const std::vector<ValueId>&)>& apply);
     /// Values already lowered for an operand expression (leaf-wise application).
     std::map<const Expr*, ValueId> operand_override_;
+    /// Scalars broadcast over a tree's leaves by the leaf-wise application in progress: a
+    /// float one takes each float leaf's element type (docs/language.md, "Element types").
+    std::set<ValueId> tree_scalars_;
     /// `zeros_like`, `ones_like`, `global_norm`: built-ins over any tensor, tuple or struct.
     Val lower_tree_builtin(Builtin b, const Expr& call);
     /// An element-wise built-in (or operator) applied to aggregates leaf by leaf.
@@ -295,7 +304,12 @@ private:
     Val eval(const Expr& e);
     Val lookup(const Ident& name);
     ValueId constant(double value, DType dtype, bool weak, Span span);
+    /// Gives every weakly typed leaf of `v` the element type it has now (an annotation
+    /// fixed it).
+    void settle_leaves(const Val& v, Span span);
     ValueId elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span);
+    /// A cast op converting `x` to `to` (the value `cast(x, to)` makes of a typed x).
+    ValueId convert(ValueId x, DType to, Span span);
     ValueId contract(std::string spec, ValueId a, ValueId b, Span span);
     ValueId matmul(ValueId a, ValueId b, Span span);
     ValueId reduce(ir::ReduceKind kind, ValueId x, std::vector<int64_t> dims, bool keep, Span span);
@@ -386,6 +400,7 @@ public:
     /// A generic function that nothing instantiates is still type-checked (see inferer.cpp).
     void probe(const Item& fn);
     static bool is_mesh_param(const Item& fn, std::string_view name);
+    static bool is_dtype_param(const Item& fn, std::string_view name);
     static bool is_params_param(const Item& fn, std::string_view name);
     static constexpr size_t kMaxCallDepth = 512;
     /// The function index of `fn` instantiated with `binding`, or -1 after errors.

@@ -24,13 +24,23 @@ AggType FunctionBuilder::agg_type_from_ast(const Type& t) {
     if (!t.module) {
         // A `P: Params` parameter: the type it is bound to in this instance.
         if (auto it = binding_.types.find(t.name.name); it != binding_.types.end()) return *it->second;
+        // `T` alone (`T: Float`): a scalar of that element type.
+        if (auto it = binding_.dtypes.find(t.name.name); it != binding_.dtypes.end() && t.args.empty()) {
+            a.kind = AggType::Tensor;
+            a.tensor.dtype = it->second;
+            return a;
+        }
     }
     const Item* item = find_struct(t);
     Binding inner;
     for (size_t i = 0; i < item->generics.size() && i < t.args.size(); ++i) {
         const GenericParam& g = item->generics[i];
         const Dim& arg = *t.args[i];
-        if (g.kind && g.kind->name == "Params") {
+        if (g.kind && g.kind->name == "Float") {
+            DType d = DType::F32;
+            if (!dtype_from_name(arg.name.name, d)) d = bound_dtype(arg.name);
+            inner.dtypes[g.name.name] = d;
+        } else if (g.kind && g.kind->name == "Params") {
             auto it = binding_.types.find(arg.name.name);
             if (it == binding_.types.end()) {
                 fail(DiagCode::E0310, arg.span,
@@ -216,6 +226,14 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
         if (param.mesh && at.mesh >= 0 && !b.meshes.count(param.mesh->name)) {
             b.meshes[param.mesh->name] = at.mesh;
         }
+        if (param.dtype_var && !weak_[arg.id] && !b.dtypes.count(param.dtype_var->name)) {
+            if (!is_float(at.dtype)) {
+                fail(DiagCode::E0308, span,
+                     fmt::format("`{}` is a float element type (`{}: Float`); the argument is {}", param.dtype_var->name,
+                                 param.dtype_var->name, type_str(at)));
+            }
+            b.dtypes[param.dtype_var->name] = at.dtype;
+        }
         if (param.any_layout && at.mesh >= 0 && !flexible_[arg.id] && !b.layouts.count(&param)) {
             Layout l = at.layout;
             l.partial = 0;
@@ -294,13 +312,43 @@ void FunctionBuilder::bind_generics(const Type& param, const Val& arg, Binding& 
             if (!b.types.count(param.name.name)) bind_params_type(param.name.name, arg, b, span);
             return;
         }
+        if (owner && !param.module && param.args.empty() && Inferer::is_dtype_param(*owner, param.name.name)) {
+            // `s: T`: a scalar of the generic element type.
+            if (arg.kind == Val::Tensor && arg.id != ir::kNoValue && !weak_[arg.id] && !b.dtypes.count(param.name.name)) {
+                if (!is_float(type(arg.id).dtype)) {
+                    fail(DiagCode::E0308, span,
+                         fmt::format("`{}` is a float element type (`{}: Float`); the argument is {}", param.name.name,
+                                     param.name.name, type_str(type(arg.id))));
+                }
+                b.dtypes[param.name.name] = type(arg.id).dtype;
+            }
+            return;
+        }
         if (arg.kind != Val::Struct || !arg.binding) return;
         const Item& item = *arg.fn;
         for (size_t i = 0; i < item.generics.size() && i < param.args.size(); ++i) {
             const Dim& a = *param.args[i];
             if (a.kind != DimKind::Var) continue;
             const GenericParam& g = item.generics[i];
-            if (g.kind && g.kind->name == "Params") {
+            if (g.kind && g.kind->name == "Float") {
+                DType concrete;
+                if (dtype_from_name(a.name.name, concrete) || b.dtypes.count(a.name.name)) continue;
+                // The element type the struct's leaves have (a struct cast leaf by leaf,
+                // `cast(p, bf16)`, keeps the binding it was built with): the first field
+                // declared `Tensor T [...]` or `T` says it.
+                std::optional<DType> found;
+                for (size_t f = 0; f < item.fields.size() && f < arg.elems.size() && !found; ++f) {
+                    const Type& ft = *item.fields[f].type;
+                    bool uses = (ft.kind == TypeKind::Tensor && ft.dtype_var && ft.dtype_var->name == g.name.name) ||
+                                (ft.kind == TypeKind::Named && !ft.module && ft.args.empty() && ft.name.name == g.name.name);
+                    const Val& e = arg.elems[f];
+                    if (uses && e.kind == Val::Tensor && e.id != ir::kNoValue) found = type(e.id).dtype;
+                }
+                if (!found) {
+                    if (auto it = arg.binding->dtypes.find(g.name.name); it != arg.binding->dtypes.end()) found = it->second;
+                }
+                if (found) b.dtypes[a.name.name] = *found;
+            } else if (g.kind && g.kind->name == "Params") {
                 auto t = arg.binding->types.find(g.name.name);
                 if (t != arg.binding->types.end() && !b.types.count(a.name.name)) {
                     b.types[a.name.name] = t->second;
@@ -375,6 +423,17 @@ Val FunctionBuilder::struct_literal(const Expr& e) {
                                 : nullptr;
     for (const GenericParam& g : item->generics) {
         bool is_mesh = g.kind && g.kind->name == "Mesh";
+        if (g.kind && g.kind->name == "Float") {
+            if (!inner.dtypes.count(g.name.name) && wanted) {
+                if (auto it = wanted->binding->dtypes.find(g.name.name); it != wanted->binding->dtypes.end()) {
+                    inner.dtypes[g.name.name] = it->second;
+                }
+            }
+            // Fields that are all weakly typed (`random_normal(1, [8, 16]) * 0.3`) take f32,
+            // as a weak value with no context does.
+            if (!inner.dtypes.count(g.name.name)) inner.dtypes[g.name.name] = DType::F32;
+            continue;
+        }
         if (g.kind && g.kind->name == "Params") {
             if (!inner.types.count(g.name.name) && wanted) {
                 if (auto it = wanted->binding->types.find(g.name.name); it != wanted->binding->types.end()) {

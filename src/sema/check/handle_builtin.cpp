@@ -148,10 +148,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
             settle_dtype(x, type(x).dtype);
         }
-        ValueId v = elementwise(ir::Ew::Cast, {x}, call.span);
-        f_.types[v].dtype = to;
-        if (!ops_->empty() && ops_->back().kind == ir::OpKind::Elementwise && ops_->back().ew == ir::Ew::Cast) ops_->back().dtype = to;
-        return v;
+        return convert(x, to, call.span);
     }
     case Builtin::sum:
     case Builtin::mean:

@@ -295,6 +295,7 @@ std::vector<int64_t> FunctionBuilder::shape_arg(const Expr& e) {
 }
 
 DType FunctionBuilder::dtype_arg(const Expr& e) {
+    if (e.kind == ExprKind::Name && binding_.dtypes.count(e.name.name)) return binding_.dtypes.at(e.name.name);  // `T: Float`
     if (e.kind != ExprKind::DTypeName) fail(DiagCode::E0309, e.span, "expected an element type such as `f32`");
     return e.dtype;
 }
@@ -402,6 +403,12 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span, &fn);
     for (const GenericParam& g : fn.generics) {
+        if (g.kind && g.kind->name == "Float" && !b.dtypes.count(g.name.name)) {
+            fail(DiagCode::E0310, call.span,
+                 fmt::format("cannot infer the element type `{}` of `{}` from the arguments", g.name.name, fn.name.name),
+                 {{"declared here", g.name.span},
+                  {"an argument declared `Tensor T [...]` or `T` fixes it; a literal does not (write `cast(0.5, f32)`)", {}}});
+        }
         if (g.kind && g.kind->name == "Params" && !b.types.count(g.name.name)) {
             fail(DiagCode::E0310, call.span,
                  fmt::format("cannot infer the parameter type `{}` of `{}` from the arguments", g.name.name, fn.name.name),

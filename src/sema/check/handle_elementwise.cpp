@@ -13,11 +13,55 @@ bool is_comparison(ir::Ew ew) { return ir::ew_rule(ew).result == ir::EwResult::B
 }  // namespace
 
 ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, Span span) {
-    // Element types: weak literals take the type of the typed operands.
+    // Arithmetic of float literals alone (`1.0 - beta2` with `let beta2 = 0.999;`) is
+    // folded exactly, as Python folds it before JAX sees a weak float: the result is one
+    // weak literal, rounded once to the type its context gives it (in bf16, 1 - 0.999
+    // computed per op would be 1 - 1 = 0).
+    if (ew == ir::Ew::Add || ew == ir::Ew::Sub || ew == ir::Ew::Mul || ew == ir::Ew::Div || ew == ir::Ew::Neg) {
+        std::vector<double> numbers;
+        for (ValueId o : operands) {
+            auto [list, index] = producer_[o];
+            if (!weak_[o] || !list || (*list)[index].kind != ir::OpKind::Constant || !is_float(type(o).dtype) ||
+                type(o).mesh >= 0 || type(o).rank() != 0) {
+                break;
+            }
+            numbers.push_back((*list)[index].number);
+        }
+        if (numbers.size() == operands.size()) {
+            double r = 0;
+            switch (ew) {
+            case ir::Ew::Add: r = numbers[0] + numbers[1]; break;
+            case ir::Ew::Sub: r = numbers[0] - numbers[1]; break;
+            case ir::Ew::Mul: r = numbers[0] * numbers[1]; break;
+            case ir::Ew::Div: r = numbers[0] / numbers[1]; break;
+            default: r = -numbers[0]; break;  // Neg
+            }
+            return constant(r, type(operands[0]).dtype, true, span);
+        }
+    }
+    // Element types: weak literals take the type of the typed operands. A float scalar
+    // (rank 0) meeting a float tensor of rank 1 or more takes the tensor's element type
+    // (PyTorch's rule for zero-dim tensors: `lr * g` with an f32 `lr` and bf16 `g` is
+    // bf16), and so does a scalar broadcast over a tree's leaves, leaf by leaf.
     std::optional<DType> dtype;
     size_t first_data = ew == ir::Ew::Select ? 1 : 0;
+    auto yields = [&](size_t i) {
+        ValueId o = operands[i];
+        if (weak_[o] || !is_float(type(o).dtype) || type(o).rank() != 0) return false;
+        if (tree_scalars_.count(o)) return true;
+        for (size_t j = first_data; j < operands.size(); ++j) {
+            ValueId p = operands[j];
+            if (j != i && !weak_[p] && is_float(type(p).dtype) && type(p).rank() > 0) return true;
+        }
+        return false;
+    };
+    std::vector<size_t> yielding;
     for (size_t i = first_data; i < operands.size(); ++i) {
         if (weak_[operands[i]]) continue;
+        if (yields(i)) {
+            yielding.push_back(i);
+            continue;
+        }
         DType t = type(operands[i]).dtype;
         if (dtype && *dtype != t) {
             fail(DiagCode::E0308, span,
@@ -25,6 +69,19 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
                  {{"convert one side with `cast(x, dtype)`", {}}});
         }
         dtype = t;
+    }
+    for (size_t i : yielding) {
+        DType t = type(operands[i]).dtype;
+        if (!dtype) {
+            dtype = t;
+        } else if (*dtype != t) {
+            if (!is_float(*dtype)) {
+                fail(DiagCode::E0308, span,
+                     fmt::format("element type mismatch: {} and {}", dtype_name(*dtype), dtype_name(t)),
+                     {{"convert one side with `cast(x, dtype)`", {}}});
+            }
+            operands[i] = convert(operands[i], *dtype, span);
+        }
     }
     for (size_t i = first_data; i < operands.size(); ++i) {
         if (weak_[operands[i]] && dtype) {
@@ -415,6 +472,13 @@ ValueId FunctionBuilder::elementwise(ir::Ew ew, std::vector<ValueId> operands, S
     // type), except a comparison's: it is bool whatever its operands are.
     bool all_weak = std::all_of(operands.begin(), operands.end(), [&](ValueId o) { return weak_[o]; });
     weak_[v] = all_weak && !is_comparison(ew);
+    return v;
+}
+
+ValueId FunctionBuilder::convert(ValueId x, DType to, Span span) {
+    ValueId v = elementwise(ir::Ew::Cast, {x}, span);
+    f_.types[v].dtype = to;
+    if (!ops_->empty() && ops_->back().kind == ir::OpKind::Elementwise && ops_->back().ew == ir::Ew::Cast) ops_->back().dtype = to;
     return v;
 }
 

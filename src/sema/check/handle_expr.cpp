@@ -60,6 +60,19 @@ Val FunctionBuilder::leafwise(const std::vector<Val>& operands, Span span, std::
                  {{"a scalar (rank 0) joins every leaf; a tensor of higher rank has no leaf to pair with", {}}});
         }
     }
+    // A scalar joins every leaf, taking each float leaf's element type (a f32 learning
+    // rate against bf16 leaves is a bf16 scalar there).
+    std::vector<ValueId> added;
+    for (const Val& v : operands) {
+        if (!is_aggregate(v) && tree_scalars_.insert(v.id).second) added.push_back(v.id);
+    }
+    struct Restore {
+        std::set<ValueId>& set;
+        std::vector<ValueId>& ids;
+        ~Restore() {
+            for (ValueId id : ids) set.erase(id);
+        }
+    } restore{tree_scalars_, added};
     Val out;
     out.kind = shape->kind;
     out.fn = shape->fn;

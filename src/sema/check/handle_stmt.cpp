@@ -24,7 +24,10 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         Val v = eval(*s.value);
         expected_ = nullptr;
         expected_agg_ = nullptr;
-        if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
+        if (annotated) {
+            v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
+            settle_leaves(v, s.value->span);  // `let s: f32 = 2.0;` is an f32, no longer weak
+        }
         bind_pattern(*s.pattern, std::move(v), s.span);
         return;
     }
@@ -42,7 +45,10 @@ void FunctionBuilder::lower_stmt(const Stmt& s) {
         Val v = loaded ? lower_load_val(*s.value, *annotated) : eval(*s.value);
         expected_agg_ = nullptr;
         if (v.kind == Val::Path) fail(DiagCode::E0309, s.value->span, "a file name (a path argument) cannot be a `var`: bind it with `let`");
-        if (annotated) v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
+        if (annotated) {
+            v = coerce_val(std::move(v), *annotated, s.value->span, "the annotation");
+            settle_leaves(v, s.value->span);
+        }
         // A literal scalar start (`var acc = 0.0;`) is mesh-free: like a creation, it takes
         // the mesh and layout of the first assignment on a mesh (a pending sum stays
         // pending across iterations, completed once where a use needs it).
@@ -410,7 +416,17 @@ Val FunctionBuilder::lookup(const Ident& name) {
     if (Binding_* b = find_binding(name.name)) {
         // A pending value whose sum was completed earlier is read completed: the
         // completion is paid for, and reading it pending would sum it again.
-        if (b->value.kind == Val::Tensor && b->value.id != ir::kNoValue) return Val::tensor(completed_if_known(b->value.id));
+        if (b->value.kind == Val::Tensor && b->value.id != ir::kNoValue) {
+            // A `let` bound to a literal (`let beta = 0.9;`) is a weak literal at every use,
+            // as a Python float is: `beta * h` (bf16) and `beta * s` (f32) each round 0.9
+            // once, to their own element type.
+            ValueId id = b->value.id;
+            auto [list, index] = producer_[id];
+            if (!b->is_var && weak_[id] && list && (*list)[index].kind == ir::OpKind::Constant && type(id).mesh < 0) {
+                return Val::tensor(constant((*list)[index].number, type(id).dtype, true, name.span));
+            }
+            return Val::tensor(completed_if_known(id));
+        }
         return b->value;
     }
     const Module& module = *in_.program_.modules[module_index_];
@@ -428,6 +444,14 @@ Val FunctionBuilder::lookup(const Ident& name) {
         return Val::tensor(constant(static_cast<double>(it->second), DType::I64, true, name.span));
     }
     fail(DiagCode::E0310, name.span, fmt::format("`{}` has no value here", name.name));
+}
+
+void FunctionBuilder::settle_leaves(const Val& v, Span span) {
+    std::vector<ValueId> leaves;
+    flatten(v, leaves, span);
+    for (ValueId id : leaves) {
+        if (id != ir::kNoValue && weak_[id]) settle_dtype(id, type(id).dtype);
+    }
 }
 
 ValueId FunctionBuilder::constant(double value, DType dtype, bool weak, Span span) {

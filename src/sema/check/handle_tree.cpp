@@ -113,10 +113,16 @@ Val FunctionBuilder::lower_tree_builtin(Builtin b, const Expr& call) {
         if (!is_float(type(v).dtype) && !weak_[v]) {
             fail(DiagCode::E0308, arg.span, fmt::format("`global_norm` takes float tensors; a leaf is {}", type_str(type(v))));
         }
-        ValueId sq = elementwise(ir::Ew::Mul, {v, v}, call.span);
+        // The norm is an f32 scalar for every float tree: f16 and bf16 leaves are squared
+        // in f32 (an f16 square overflows past 255), f64 leaves summed in f64 and their
+        // sums rounded to f32 once.
+        DType leaf = type(v).dtype;
+        ValueId x = !weak_[v] && (leaf == DType::F16 || leaf == DType::BF16) ? convert(v, DType::F32, call.span) : v;
+        ValueId sq = elementwise(ir::Ew::Mul, {x, x}, call.span);
         std::vector<int64_t> dims(type(sq).rank());
         std::iota(dims.begin(), dims.end(), 0);
         ValueId s = dims.empty() ? sq : reduce(ir::ReduceKind::Sum, sq, dims, false, call.span);
+        if (!weak_[s] && type(s).dtype == DType::F64) s = convert(s, DType::F32, call.span);
         if (type(s).mesh >= 0) {
             if (mesh >= 0 && type(s).mesh != mesh) {
                 fail(DiagCode::E0405, arg.span, "`global_norm` of leaves on two meshes",

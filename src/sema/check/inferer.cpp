@@ -63,6 +63,10 @@ void Inferer::probe(const Item& fn) {
     std::set<std::string_view> axes_used;
     bool ok = true;
     for (const GenericParam& g : fn.generics) {
+        if (is_dtype_param(fn, g.name.name)) {
+            b.dtypes[g.name.name] = DType::F32;  // a `T: Float` is probed as f32
+            continue;
+        }
         if (!is_mesh_param(fn, g.name.name) && !is_params_param(fn, g.name.name) && !b.sizes.count(g.name.name)) {
             if (next >= std::size(kFactors)) return;
             b.sizes[g.name.name] = base * kFactors[next++];
@@ -71,8 +75,9 @@ void Inferer::probe(const Item& fn) {
     for_each_signature_part(
         fn,
         [&](const Dim& d) {
+            DType keyword;
             if (d.kind == DimKind::Var && !b.sizes.count(d.name.name) && !is_mesh_param(fn, d.name.name) &&
-                !is_params_param(fn, d.name.name)) {
+                !is_params_param(fn, d.name.name) && !is_dtype_param(fn, d.name.name) && !dtype_from_name(d.name.name, keyword)) {
                 if (next >= std::size(kFactors)) {
                     ok = false;
                     return;
@@ -242,6 +247,13 @@ bool Inferer::is_params_param(const Item& fn, std::string_view name) {
     return false;
 }
 
+bool Inferer::is_dtype_param(const Item& fn, std::string_view name) {
+    for (const GenericParam& g : fn.generics) {
+        if (g.name.name == name && g.kind && g.kind->name == "Float") return true;
+    }
+    return false;
+}
+
 bool Inferer::is_mesh_param(const Item& fn, std::string_view name) {
     for (const GenericParam& g : fn.generics) {
         if (g.name.name == name && g.kind && g.kind->name == "Mesh") return true;
@@ -281,6 +293,7 @@ int32_t Inferer::instantiate(const Item& fn, size_t module_index, Binding bindin
     f.span = fn.name.span;
     for (const auto& [n, v] : binding.sizes) f.instance[std::string(n)] = v;
     for (const auto& [n, m] : binding.meshes) f.mesh_instance[std::string(n)] = module_.meshes[static_cast<size_t>(m)].name;
+    for (const auto& [n, t] : binding.dtypes) f.dtype_instance[std::string(n)] = std::string(dtype_name(t));
     size_t diagnostics_before = diags_->diagnostics().size();
     std::vector<ChoicePoint> log;
     bool ok = lower_instance(fn, module_index, binding, f, log, diagnostics_before);
@@ -317,6 +330,7 @@ bool Inferer::lower_instance(const Item& fn, size_t module_index, const Binding&
                 fresh.span = f.span;
                 fresh.instance = f.instance;
                 fresh.mesh_instance = f.mesh_instance;
+                fresh.dtype_instance = f.dtype_instance;
                 f = std::move(fresh);
                 continue;
             }
@@ -403,6 +417,7 @@ void Inferer::search_plan(int32_t index, InstanceSource& source) {
     head.span = f.span;
     head.instance = f.instance;
     head.mesh_instance = f.mesh_instance;
+    head.dtype_instance = f.dtype_instance;
     const size_t diagnostics_before = diags_->diagnostics().size();
     auto clean = [&] {
         for (size_t i = diagnostics_before; i < diags_->diagnostics().size(); ++i) {
