@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples/gpt/run.sh: trains the byte-level GPT of gpt.msh on Debian's fortunes.
 #
-#   examples/gpt/run.sh [--steps N] [--one-device] [--mpi] [--gpu] [--work DIR]
+#   examples/gpt/run.sh [--steps N] [--one-device] [--bf16] [--mpi] [--gpu] [--work DIR]
 #                       [--meshc PATH] [-- PROGRAM ARGS...]
 #
 # 1. prepares the data (prepare.py: fortunes -> train.npy, val.npy, prompt.npy and the
@@ -16,6 +16,7 @@
 # Options:
 #   --steps N      training steps (default 60)
 #   --one-device   rebind every mesh axis to 1 (the same program on one device)
+#   --bf16         gpt_bf16.msh: bf16 compute with f32 master weights and optimizer state
 #   --mpi          one process per device under OpenMPI (`mpirun -np 8 ... --comm=mpi`)
 #   --gpu          build with `meshc build --gpu` and run with `--device=cuda
 #                  --comm=nccl` (a runtime built with CUDA and one GPU per mesh device:
@@ -29,6 +30,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 STEPS=60
 ONE=0
+SRC=gpt.msh
 MPI=0
 GPU=0
 WORK="$ROOT/build/gpt"
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="$2"; shift 2 ;;
     --steps=*) STEPS="${1#*=}"; shift ;;
     --one-device) ONE=1; shift ;;
+    --bf16) SRC=gpt_bf16.msh; shift ;;
     --mpi) MPI=1; shift ;;
     --gpu) GPU=1; shift ;;
     --work) WORK="$2"; shift 2 ;;
@@ -63,13 +66,13 @@ WORK="$(cd "$WORK" && pwd)"
 
 # 2. build (again only when a source or the compiler is newer than the executable)
 BUILD_FLAGS=()
-EXE="$WORK/gpt"
-if [ "$ONE" = 1 ]; then BUILD_FLAGS+=(--mesh Pod=data:1,model:1); EXE="$WORK/gpt-one-device"; fi
+EXE="$WORK/${SRC%.msh}"
+if [ "$ONE" = 1 ]; then BUILD_FLAGS+=(--mesh Pod=data:1,model:1); EXE="$EXE-one-device"; fi
 if [ "$GPU" = 1 ]; then BUILD_FLAGS+=(--gpu); EXE="$EXE-gpu"; fi
 if [ ! -x "$EXE" ] || [ -n "$(find "$HERE" "$MESHC" -newer "$EXE" \( -name '*.msh' -o -path "$MESHC" \) 2>/dev/null)" ]; then
-  echo "build: $MESHC build $HERE/gpt.msh -o $EXE ${BUILD_FLAGS[*]:-}"
+  echo "build: $MESHC build $HERE/$SRC -o $EXE ${BUILD_FLAGS[*]:-}"
   t0=$(date +%s)
-  "$MESHC" build "$HERE/gpt.msh" -o "$EXE" "${BUILD_FLAGS[@]}"
+  "$MESHC" build "$HERE/$SRC" -o "$EXE" "${BUILD_FLAGS[@]}"
   echo "build: $(( $(date +%s) - t0 )) s"
 fi
 

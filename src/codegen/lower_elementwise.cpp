@@ -81,6 +81,13 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
     case Ew::And: return b_.CreateAnd(convert(a[0], in, DType::Bool), convert(a[1], in2, DType::Bool));
     case Ew::Or: return b_.CreateOr(convert(a[0], in, DType::Bool), convert(a[1], in2, DType::Bool));
     case Ew::Not: return b_.CreateNot(convert(a[0], in, DType::Bool));
+    case Ew::IsFinite: {
+        // Neither infinite nor NaN: |x| < inf (ordered). Integers and bools always are.
+        if (!is_float(in)) return b_.getTrue();
+        DType ct = in == DType::F64 ? DType::F64 : DType::F32;
+        llvm::Value* x = fcall(llvm::Intrinsic::fabs, convert(a[0], in, ct));
+        return b_.CreateFCmpOLT(x, llvm::ConstantFP::getInfinity(compute(ct)));
+    }
     case Ew::Add:
     case Ew::Sub:
     case Ew::Mul:
@@ -171,6 +178,7 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
         case Ew::And:
         case Ew::Or:
         case Ew::Not:
+        case Ew::IsFinite:
         case Ew::Select:
         case Ew::Cast: internal_error(fmt::format("element-wise {} on floats", ir::ew_name(e)), __FILE__, __LINE__);
         }
@@ -228,6 +236,7 @@ llvm::Value* Generator::ew(Ew e, DType rt, DType in, DType in2, std::vector<llvm
     case Ew::Sigmoid:
     case Ew::Gelu:
     case Ew::Softplus:
+    case Ew::IsFinite:
     case Ew::Select:
     case Ew::Cast: internal_error(fmt::format("element-wise {} on integers", ir::ew_name(e)), __FILE__, __LINE__);
     }

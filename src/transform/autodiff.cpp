@@ -821,6 +821,7 @@ private:
         case Ew::Ge:
         case Ew::And:
         case Ew::Or:
+        case Ew::IsFinite:
         case Ew::Not: return;
         }
     }

@@ -1036,7 +1036,7 @@ EW_KINDS = {
     "Neg": (["-x"], None), "Not": (None, "bool result"),
     "Exp": (["exp"], None), "Log": (["log"], None), "Sqrt": (["sqrt"], None), "Rsqrt": (["rsqrt"], None),
     "Tanh": (["tanh"], None), "Cos": (["cos"], None), "Sin": (["sin"], None), "Sigmoid": (["sigmoid"], None), "Relu": (["relu"], None),
-    "Gelu": (["gelu"], None), "Softplus": (["softplus"], None), "Abs": (["abs"], None), "Select": (["select"], None), "Cast": (["cast"], None),
+    "Gelu": (["gelu"], None), "Softplus": (["softplus"], None), "Abs": (["abs"], None), "IsFinite": (None, "bool result"), "Select": (["select"], None), "Cast": (["cast"], None),
 }
 REDUCE_KINDS = {"Sum": (["sum"], None), "Mean": (["mean"], None), "Max": (["max_over"], None)}
 GIR_H = os.path.join(ROOT, "src", "ir", "gir.h")

@@ -47,6 +47,7 @@ L, V, S, D, H, F, B, NT, NV, GEN = 2, 256, 32, 64, 4, 256, 4, 20000, 4000, 16
 K = D // H
 PROMPT = b"the cat "
 RTOL = 1e-4
+BF16_RTOL = 0.02   # bf16 compute with f32 master weights: within 2% of the f32 losses
 
 
 def initial(rng):
@@ -184,9 +185,21 @@ def main():
         model_text = model_text[:i] + re.sub(r"on M,", "on M with auto,", block) + model_text[j:]
     with open(os.path.join(auto_dir, "model.msh"), "w") as f:
         f.write(model_text)
+    # Mixed precision: the same model with bf16 compute (the attention scale written bf16
+    # makes model.train's T bf16: every layer's weights are cast to bf16 where they are
+    # used) and f32 master weights, gradients and AdamW state (docs/training.md).
+    bf16_dir = os.path.join(work, "bf16")
+    os.makedirs(bf16_dir)
+    shutil.copy(os.path.join(ROOT, "examples", "gpt", "model.msh"), bf16_dir)
+    with open(src) as f:
+        tiny = f.read()
+    assert "    let scale = 0.25;" in tiny
+    with open(os.path.join(bf16_dir, "gpt_tiny.msh"), "w") as f:
+        f.write(tiny.replace("    let scale = 0.25;", "    let scale: bf16 = 0.25;"))
     hand_losses = {}
     for label, flags, source in (("2x4", [], src), ("one device", ["--mesh", "Pod=data:1,model:1"], src),
-                                 ("2x4 with auto layouts", [], os.path.join(auto_dir, "gpt_tiny.msh"))):
+                                 ("2x4 with auto layouts", [], os.path.join(auto_dir, "gpt_tiny.msh")),
+                                 ("2x4 bf16 compute", [], os.path.join(bf16_dir, "gpt_tiny.msh"))):
         exe = os.path.join(work, "gpt_tiny_" + label.replace(" ", "_"))
         t0 = time.time()
         b = subprocess.run([args.meshc, "build", source, "-o", exe] + flags, capture_output=True, text=True)
@@ -203,12 +216,18 @@ def main():
         if set(got) != set(ref):
             failures.append("%s: printed losses %s, want %s" % (label, sorted(got), sorted(ref)))
             continue
+        # bf16 compute: every loss within 2% of the float64 reference's (the sample is not
+        # compared: bf16 logits tie where f64 ones do not).
+        bf16 = label.endswith("bf16 compute")
+        rtol = BF16_RTOL if bf16 else RTOL
         bad = [(k, got[k], ref[k]) for k in sorted(ref, key=lambda k: (k[1], k[0]))
-               if not abs(got[k] - ref[k]) <= RTOL * abs(ref[k])]
+               if not abs(got[k] - ref[k]) <= rtol * abs(ref[k])]
         worst = max(abs(got[k] - ref[k]) / abs(ref[k]) for k in ref)
         for k, g, w in bad[:10]:
             failures.append("%s: %s %d loss %r, reference %r" % (label, k[0], k[1], g, w))
-        clear = next((i for i, m in enumerate(margins) if m < 1e-3), GEN)
+        clear = 0 if bf16 else next((i for i, m in enumerate(margins) if m < 1e-3), GEN)
+        if bf16 and worst < 1e-4:
+            failures.append("%s: the losses equal the f32 run's to %.2g: the model did not compute in bf16" % (label, worst))
         if sample is None or sample[:clear] != ref_sample[:clear]:
             failures.append("%s: sample %s, reference %s (compared: the first %d)" % (label, sample, ref_sample, clear))
         print("%s: build %.1f s, %d steps and the sample in %.1f s; losses %.4f .. %.4f, worst relative "

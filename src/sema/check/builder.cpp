@@ -271,9 +271,7 @@ void FunctionBuilder::settle_dtype(ValueId v, DType dtype) {
     if (!list) return;
     const ir::Op& op = (*list)[index];
     if (op.kind != ir::OpKind::Elementwise || op.ew == ir::Ew::Cast) return;
-    bool compares = op.ew == ir::Ew::Eq || op.ew == ir::Ew::Ne || op.ew == ir::Ew::Lt || op.ew == ir::Ew::Le ||
-                    op.ew == ir::Ew::Gt || op.ew == ir::Ew::Ge || op.ew == ir::Ew::And || op.ew == ir::Ew::Or || op.ew == ir::Ew::Not;
-    if (compares) return;
+    if (ir::ew_rule(op.ew).result == ir::EwResult::Bool) return;  // comparisons, logic, isfinite
     size_t first = op.ew == ir::Ew::Select ? 1 : 0;
     for (size_t i = first; i < op.operands.size(); ++i) {
         if (weak_[op.operands[i]]) settle_dtype(op.operands[i], dtype);

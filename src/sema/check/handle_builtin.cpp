@@ -148,6 +148,7 @@ ValueId FunctionBuilder::lower_builtin(Builtin b, const Expr& call) {
             }
             settle_dtype(x, type(x).dtype);
         }
+        if (type(x).dtype == to) return x;  // already of that type: no op
         return convert(x, to, call.span);
     }
     case Builtin::sum:

@@ -403,12 +403,9 @@ Val FunctionBuilder::call_user(const Item& fn, size_t module_index, const Expr& 
     Binding b;
     for (size_t i = 0; i < fn.params.size(); ++i) bind_generics(*fn.params[i].type, args[i], b, call.args[i].span, &fn);
     for (const GenericParam& g : fn.generics) {
-        if (g.kind && g.kind->name == "Float" && !b.dtypes.count(g.name.name)) {
-            fail(DiagCode::E0310, call.span,
-                 fmt::format("cannot infer the element type `{}` of `{}` from the arguments", g.name.name, fn.name.name),
-                 {{"declared here", g.name.span},
-                  {"an argument declared `Tensor T [...]` or `T` fixes it; a literal does not (write `cast(0.5, f32)`)", {}}});
-        }
+        // A `T: Float` no typed argument fixes (only literals at its places, or none) is
+        // f32, as a weak literal with no context is.
+        if (g.kind && g.kind->name == "Float" && !b.dtypes.count(g.name.name)) b.dtypes[g.name.name] = DType::F32;
         if (g.kind && g.kind->name == "Params" && !b.types.count(g.name.name)) {
             fail(DiagCode::E0310, call.span,
                  fmt::format("cannot infer the parameter type `{}` of `{}` from the arguments", g.name.name, fn.name.name),
