@@ -320,12 +320,29 @@ types
 
 opt_struct_dims
   : %empty
-  | "[" dims opt_comma "]"
+  | "[" gargs opt_comma "]"
+  ;
+
+// A struct's generic arguments: sizes, meshes, parameter types, element types.
+gargs
+  : garg
+  | gargs "," garg
+  ;
+
+garg
+  : dim
+  | DTYPE
+  ;
+
+// The element type: a keyword, or a generic `T: Float` (an identifier).
+elem_type
+  : DTYPE
+  | IDENT
   ;
 
 tensor_type
-  : "Tensor" DTYPE "[" "]" opt_on opt_with opt_partial
-  | "Tensor" DTYPE "[" dims opt_comma "]" opt_on opt_with opt_partial
+  : "Tensor" elem_type "[" "]" opt_on opt_with opt_partial
+  | "Tensor" elem_type "[" dims opt_comma "]" opt_on opt_with opt_partial
   ;
 
 dims

@@ -945,6 +945,7 @@ BUILTINS = {
     "min": DIFF(gen_maxmin("min")),
     "select": DIFF(gen_select),
     "cast": DIFF(gen_cast),
+    "isfinite": NOT("a bool result: no gradient"),
     "sum": DIFF(gen_reduce("sum")),
     "mean": DIFF(gen_reduce("mean")),
     "max_over": DIFF(gen_max_over),
