@@ -39,14 +39,14 @@ void for_each_signature_part(const Item& fn, const std::function<void(const Dim&
     if (fn.result) visit_type(*fn.result);
 }
 
-bool compare(CmpOp op, int64_t a, int64_t b) {
+bool compare(ast::CmpOp op, int64_t a, int64_t b) {
     switch (op) {
-    case CmpOp::Eq: return a == b;
-    case CmpOp::Ne: return a != b;
-    case CmpOp::Lt: return a < b;
-    case CmpOp::Le: return a <= b;
-    case CmpOp::Gt: return a > b;
-    case CmpOp::Ge: return a >= b;
+    case ast::CmpOp::Eq: return a == b;
+    case ast::CmpOp::Ne: return a != b;
+    case ast::CmpOp::Lt: return a < b;
+    case ast::CmpOp::Le: return a <= b;
+    case ast::CmpOp::Gt: return a > b;
+    case ast::CmpOp::Ge: return a >= b;
     }
     return false;
 }
