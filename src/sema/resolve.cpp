@@ -427,6 +427,12 @@ private:
                     .note("declared here", tp->second);
                 return;
             }
+            if (auto dp = scope.dtype_params.find(name); dp != scope.dtype_params.end()) {
+                diags_.emit(DiagCode::E0209, dim.span,
+                            fmt::format("`{}` is an element type (`{}: Float`), not a size", name, name))
+                    .note("declared here", dp->second);
+                return;
+            }
             if (scope.mesh_params.count(name) ||
                 (lookup_global(name) && lookup_global(name)->kind == GlobalKind::Mesh)) {
                 diags_.emit(DiagCode::E0209, dim.span,
