@@ -77,9 +77,14 @@ Diagnostic& report_waste(const ir::Module& module, const ir::Function& f, const 
     auto& d = diags.emit(DiagCode::W0001, at,
                          fmt::format("`{}` splits nothing in `{}`{}: its {} devices repeat the same work", axis, f.name,
                                      called ? " (called here)" : "", mesh.axes[w.axis].size));
-    d.note(fmt::format("{} of `{}` on `{}` has an operand or result split over `{}` or a sum pending over it",
-                       w.count == 1 ? std::string("the one contraction") : fmt::format("none of the {} contractions", w.count),
-                       ir::function_label(f), mesh.name, axis),
+    // Said negatively for one contraction too ("the one contraction ... has an operand
+    // split" read as the opposite of the warning).
+    d.note(w.count == 1 ? fmt::format("the one contraction of `{}` on `{}` has no operand or result split over `{}` and no sum "
+                                      "pending over it",
+                                      ir::function_label(f), mesh.name, axis)
+                        : fmt::format("none of the {} contractions of `{}` on `{}` has an operand or result split over `{}` "
+                                      "or a sum pending over it",
+                                      w.count, ir::function_label(f), mesh.name, axis),
            called ? w.first->span : Span{});
     d.note(fmt::format("split a dim of a weight or of the batch over `{}` (Megatron: the hidden dim of both matrices), "
                        "or declare the mesh without it",
