@@ -65,6 +65,17 @@ fn main() {
 }
 """
 
+# A generic element type (`T: Float`): hover names its kind and the instances' types.
+ELEMENT_TYPES = """\
+mesh Pod = [data: 2];
+fn scaled[T: Float](x: Tensor T [4] on Pod, s: T) -> Tensor T [4] on Pod {
+    x * s
+}
+fn main() {
+    print(scaled(cast(ones([4]), bf16), cast(2.0, bf16)), scaled(ones([4]), 2.0));
+}
+"""
+
 USES_STD = """\
 import std.nn;
 mesh Pod = [data: 2, model: 1];
@@ -241,6 +252,16 @@ def main():
     check("g.w1: Tensor f32 [8, 16] on Pod with {1: model}" in text and "g.w2:" in text,
           "hover on a struct bound by a tuple pattern (a gradient): its leaves", text)
     c.notify("textDocument/didClose", {"textDocument": {"uri": agg_uri}})
+
+    et_uri = uri_of(work / "element_types.msh")
+    (work / "element_types.msh").write_text(ELEMENT_TYPES)
+    c.open(et_uri, ELEMENT_TYPES, 1)
+    check(c.diagnostics(et_uri, 1) == [], "the element-type program checks", None)
+    hv = c.at("textDocument/hover", et_uri, *position_of(ELEMENT_TYPES, "T [4] on Pod, s"))
+    text = hv["contents"]["value"] if hv else ""
+    check("element type (`Float`) `T`" in text and "T = bf16" in text and "T = f32" in text,
+          "hover on a generic element type: its kind and its instances' types", text)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": et_uri}})
 
     # ------------------------------------------------------------ definition, references
     def loc_at(result):
