@@ -472,7 +472,7 @@ def main():
     check(diags == [], "a stdlib file checks like any other", diags)
     nn_text = stdlib_nn.read_text()
     got = c.at("textDocument/definition", nn_uri, *position_of(nn_text, "M.model"))
-    check(got and loc_at(got) == (nn_uri, *position_of(nn_text, "column_parallel[M", delta=16)), "definition inside a stdlib file", got)
+    check(got and loc_at(got) == (nn_uri, *position_of(nn_text, "column_parallel[T: Float, M", delta=26)), "definition inside a stdlib file", got)
     c.open(std_user_uri, USES_STD, 1)
     diags = c.diagnostics(std_user_uri, 1)
     # Everything is replicated over `data`: W0001 (a warning, severity 2) at the call of
