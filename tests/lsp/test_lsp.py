@@ -235,30 +235,32 @@ def main():
     text = hv["contents"]["value"] if hv else ""
     check("mesh axis `data` of `Pod`: size 2" in text, "hover on a mesh axis", text)
 
-    agg_uri = uri_of(work / "aggregates.msh")
-    (work / "aggregates.msh").write_text(AGGREGATES)
-    c.open(agg_uri, AGGREGATES, 1)
-    check(c.diagnostics(agg_uri, 1) == [], "the aggregates program checks", None)
-    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "p = Mlp"))
-    text = hv["contents"]["value"] if hv else ""
+    def open_checked(name, source, what):
+        """Opens `source` as work/NAME; it must check clean. Returns its uri."""
+        uri = uri_of(work / name)
+        (work / name).write_text(source)
+        c.open(uri, source, 1)
+        check(c.diagnostics(uri, 1) == [], what, None)
+        return uri
+
+    def hover_text(uri, source, needle):
+        hv = c.at("textDocument/hover", uri, *position_of(source, needle))
+        return hv["contents"]["value"] if hv else ""
+
+    agg_uri = open_checked("aggregates.msh", AGGREGATES, "the aggregates program checks")
+    text = hover_text(agg_uri, AGGREGATES, "p = Mlp")
     check("let p: 2 leaves" in text and "p.w1: Tensor f32 [8, 16] on Pod with {1: model}" in text
           and "p.w2: Tensor f32 [16, 8] on Pod with {0: model}" in text,
           "hover on a struct value bound by `let`: its leaves by path and type", text)
-    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "l, g)"))
-    text = hv["contents"]["value"] if hv else ""
+    text = hover_text(agg_uri, AGGREGATES, "l, g)")
     check("let l: f32" in text, "hover on a name bound by a tuple pattern: its type", text)
-    hv = c.at("textDocument/hover", agg_uri, *position_of(AGGREGATES, "g)"))
-    text = hv["contents"]["value"] if hv else ""
+    text = hover_text(agg_uri, AGGREGATES, "g)")
     check("g.w1: Tensor f32 [8, 16] on Pod with {1: model}" in text and "g.w2:" in text,
           "hover on a struct bound by a tuple pattern (a gradient): its leaves", text)
     c.notify("textDocument/didClose", {"textDocument": {"uri": agg_uri}})
 
-    et_uri = uri_of(work / "element_types.msh")
-    (work / "element_types.msh").write_text(ELEMENT_TYPES)
-    c.open(et_uri, ELEMENT_TYPES, 1)
-    check(c.diagnostics(et_uri, 1) == [], "the element-type program checks", None)
-    hv = c.at("textDocument/hover", et_uri, *position_of(ELEMENT_TYPES, "T [4] on Pod, s"))
-    text = hv["contents"]["value"] if hv else ""
+    et_uri = open_checked("element_types.msh", ELEMENT_TYPES, "the element-type program checks")
+    text = hover_text(et_uri, ELEMENT_TYPES, "T [4] on Pod, s")
     check("element type (`Float`) `T`" in text and "T = bf16" in text and "T = f32" in text,
           "hover on a generic element type: its kind and its instances' types", text)
     c.notify("textDocument/didClose", {"textDocument": {"uri": et_uri}})
