@@ -50,6 +50,7 @@
 #include "sema/device.h"
 #include "autopar/cache.h"
 #include "autopar/shard.h"
+#include "pipeline/pipeline.h"
 
 namespace {
 
@@ -74,6 +75,8 @@ struct CheckOptions {
     bool stop_after_names = false;
     bool time_report = false;
     std::string emit;  // "", "ast", "gir-checked", "gir", ...
+    std::vector<std::string> dump_after;  // --dump-after=PASS,...: the IR after these passes (stderr)
+    bool verify_each = false;             // --verify-each: the IR verifier after every pass
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
     std::string stdlib_dir;
@@ -169,29 +172,30 @@ class PhaseTimer {
 public:
     explicit PhaseTimer(bool enabled) : enabled_(enabled) {}
     template <typename F>
-    auto run(const char* phase, F&& f) {
+    auto run(std::string phase, F&& f) {
         auto start = std::chrono::steady_clock::now();
         struct Record {
             PhaseTimer& t;
-            const char* phase;
+            std::string phase;
             std::chrono::steady_clock::time_point start;
             ~Record() {
                 t.total_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             }
-        } record{*this, phase, start};
+        } record{*this, std::move(phase), start};
         return f();
     }
     void report() const {
         if (!enabled_) return;
         double all = 0;
         for (const auto& [p, s] : total_) all += s;
-        for (const char* p : {"parse", "auto", "resolve", "refine", "infer", "verify", "autodiff", "spmd", "codegen", "link"}) {
+        for (const char* p : {"parse", "auto", "rebind", "resolve", "refine", "infer", "autodiff", "combine-collectives", "lint",
+                              "partition", "codegen", "link"}) {
             auto it = total_.find(p);
-            if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", p, it->second * 1e3);
+            if (it != total_.end()) std::cerr << fmt::format("meshc: time {:<19} {:8.2f} ms\n", p, it->second * 1e3);
             auto note = notes_.find(p);
-            if (note != notes_.end()) std::cerr << fmt::format("meshc:      {:<8} ({})\n", "", note->second);
+            if (note != notes_.end()) std::cerr << fmt::format("meshc:      {:<19} ({})\n", "", note->second);
         }
-        std::cerr << fmt::format("meshc: time {:<8} {:8.2f} ms\n", "total", all * 1e3);
+        std::cerr << fmt::format("meshc: time {:<19} {:8.2f} ms\n", "total", all * 1e3);
     }
 
     /// A remark printed under the phase's time.
@@ -274,10 +278,41 @@ bool cached_executable_ok(const std::string& exe) {
     return !recorded.empty() && recorded == file_digest(exe);
 }
 
+/// The pass list's options for a command's (src/pipeline/); nullopt when --device-model
+/// names no device (E0708).
+std::optional<pipeline::Options> pipeline_options(const CheckOptions& options, const sema::LoadOptions& load,
+                                                  DiagnosticEngine& diags) {
+    pipeline::Options po;
+    po.load = load;
+    po.meshes = options.meshes;
+    po.strict_comm = options.strict_comm;
+    po.plan_search = options.plan_search;
+    po.solver_budget_ms = options.solver_budget_ms;
+    po.memory_budget = options.memory;
+    po.keep_going = true;
+    po.verify_each = options.verify_each;
+    for (const std::string& pass : options.dump_after) po.dump_after.insert(pass);
+    std::optional<ir::DeviceModel> device = sema::device_model_of(options.device_model, diags);
+    if (!device) return std::nullopt;
+    po.device = *device;
+    return po;
+}
+
+/// A verifier's rejection of what a pass produced: its problems, then the internal error.
+bool report_internal(const pipeline::State& state) {
+    if (state.internal_error.empty()) return false;
+    for (const std::string& p : state.problems) std::cerr << "meshc: verifier after `" << state.last << "`: " << p << "\n";
+    internal_error(state.internal_error, __FILE__, __LINE__);
+}
+
 // `meshc build` / `meshc run` after the checker: GIR -> local IR -> LLVM -> object ->
 // executable (or the requested --emit form on stdout).
-int build_program(const CheckOptions& options, const SourceManager& sources, DiagnosticEngine& diags,
-                  const sema::Program& program, const ir::Module& gir, const std::string& path, PhaseTimer& timer) {
+int build_program(const CheckOptions& options, pipeline::State& state, const pipeline::Options& po, const std::string& path,
+                  PhaseTimer& timer) {
+    const SourceManager& sources = state.sources;
+    DiagnosticEngine& diags = state.diags;
+    const sema::Program& program = *state.program;
+    const ir::Module& gir = *state.gir;
     // The executable starts every device of its largest mesh (the simulated mesh: a
     // thread each), and the runtime refuses more than it can start (docs/running.md).
     bool too_many = false;
@@ -304,12 +339,11 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
             .note("read inputs with `load` and write results with `save` or `print`");
         return 1;
     }
-    auto local = timer.run("spmd", [&] { return spmd::partition(gir); });
-    auto problems = spmd::verify(local);
-    if (!problems.empty()) {
-        for (const std::string& p : problems) std::cerr << "meshc: local IR verifier: " << p << "\n";
-        internal_error("SPMD partitioning produced invalid local IR", __FILE__, __LINE__);
+    if (!pipeline::run(state, po, "partition", "partition")) {
+        if (report_internal(state)) return 2;
+        return 1;
     }
+    const spmd::LocalModule& local = *state.local;
     if (options.emit == "local") {
         spmd::print(std::cout, local);
         return 0;
@@ -457,25 +491,6 @@ int build_program(const CheckOptions& options, const SourceManager& sources, Dia
 // `meshc check` / `meshc explain`: the pipeline up to the typed global IR, in order.
 /// Adds to `out` the function items that hold an error; false when some error lies
 /// outside every function (a mesh, a struct, an import: later phases would cascade).
-bool functions_with_errors(const sema::Program& program, const DiagnosticEngine& diags,
-                           std::set<const ast::Item*>& out) {
-    for (const Diagnostic& d : diags.diagnostics()) {
-        if (d.severity != Severity::Error) continue;
-        const ast::Item* found = nullptr;
-        for (const auto& module : program.modules) {
-            if (module->file != d.span.file) continue;
-            for (const ast::Item* item : module->items) {
-                if (item->kind == ast::ItemKind::Fn && item->span.begin <= d.span.begin && d.span.end <= item->span.end) {
-                    found = item;
-                }
-            }
-        }
-        if (!found) return false;
-        out.insert(found);
-    }
-    return true;
-}
-
 /// The `with auto` solve of `path` with the checker's options (autopar/shard.h).
 std::optional<autopar::ShardResult> solve_auto(const CheckOptions& options, SourceManager& sources,
                                                DiagnosticEngine& diags, const std::string& path,
@@ -517,6 +532,60 @@ std::string auto_cache_entry(const SourceManager& sources, const CheckOptions& o
 
 bool has_auto_sites(const SourceManager& sources, const sema::Program& program, const std::string& stdlib_dir) {
     return !program.modules.empty() && !autopar::find_sites(sources, program, stdlib_dir).empty();
+}
+
+/// `meshc opt FILE.gir --pass=NAME,...`: the GIR passes on a GIR file (docs/cli.md).
+struct OptOptions {
+    std::string file;
+    std::vector<std::string> passes;
+    std::vector<std::string> dump_after;
+    bool verify_each = false;
+    bool strict_comm = false;
+    bool list_passes = false;
+    std::string output;
+    ErrorFormat error_format = ErrorFormat::Human;
+    bool color = false;
+};
+
+int run_opt(const OptOptions& o) {
+    if (o.list_passes) {
+        for (const pipeline::PassInfo& p : pipeline::passes()) {
+            std::cout << fmt::format("{:<20} {:>6} -> {:<6} {}\n", p.name, pipeline::form_name(p.in),
+                                     pipeline::form_name(p.out), p.summary);
+        }
+        return 0;
+    }
+    SourceManager sources;
+    DiagnosticEngine diags;
+    FileId file = kNoFile;
+    if (o.file == "-") {
+        std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+        file = sources.add_file("<stdin>", std::move(text));
+    } else {
+        file = sema::read_source_file(sources, diags, o.file);
+    }
+    pipeline::State state(sources, diags);
+    bool ok = false;
+    if (file != kNoFile) {
+        pipeline::Options po;
+        po.strict_comm = o.strict_comm;
+        po.verify_each = o.verify_each;
+        for (const std::string& pass : o.dump_after) po.dump_after.insert(pass);
+        po.dump = &std::cerr;
+        ok = pipeline::run_on_gir(state, po, o.passes, file);
+        if (!ok) report_internal(state);
+    }
+    if (ok) {
+        if (o.output.empty()) {
+            pipeline::print_ir(std::cout, state);
+        } else {
+            std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
+            if (out) pipeline::print_ir(out, state);
+            if (!out) diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", o.output, std::strerror(errno)));
+        }
+    }
+    render(sources, diags, o.error_format, 100, o.color);
+    return diags.has_errors() ? 1 : 0;
 }
 
 int run_check(const CheckOptions& options) {
@@ -584,15 +653,27 @@ int run_check(const CheckOptions& options) {
             if (options.emit == "ast") syntax::print_ast(std::cout, sources, *module);
             continue;
         }
-        auto program_owner = timer.run("parse", [&] {
-            return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, load));
-        });
+        // The pass list (src/pipeline/): parse, then the `with auto` solve where the
+        // program has sites, then the rest up to `lint` (`partition` in build_program).
+        pipeline::State state(sources, diags);
+        state.path = path;
+        std::optional<pipeline::Options> maybe = pipeline_options(options, load, diags);
+        if (!maybe) break;
+        pipeline::Options& po = *maybe;
+        if (!po.dump_after.empty()) po.dump = &std::cerr;
+        po.around = [&timer](std::string_view pass, const std::function<void()>& body) {
+            timer.run(std::string(pass), body);
+        };
+        if (!pipeline::run(state, po, "parse", "parse")) {
+            if (report_internal(state)) return 2;
+            continue;
+        }
         // `with auto`: the layouts are solved, and the program is read again with them
         // in place of `auto` (what `meshc shard -o` writes; spans stay the text's own).
         // An unchanged program with the same options reuses the last answer (the cache
         // folder of `meshc run`, autopar/cache.h).
         std::optional<autopar::ChosenLayouts> chosen;
-        if (!diags.has_errors() && has_auto_sites(sources, *program_owner, options.stdlib_dir)) {
+        if (!diags.has_errors() && has_auto_sites(sources, *state.program, options.stdlib_dir)) {
             const std::string entry = auto_cache_entry(sources, options);
             chosen = autopar::load_cached(entry, sources);
             if (!chosen) {
@@ -607,83 +688,32 @@ int run_check(const CheckOptions& options) {
                 for (const auto& [file, sites] : *chosen) {
                     for (const auto& [offset, layout] : sites) g_auto_layouts_key += fmt::format("{}:{}={};", file, offset, layout);
                 }
-                sema::LoadOptions again = load;
-                again.auto_layouts = &*chosen;
-                program_owner = timer.run("parse", [&] {
-                    return std::make_unique<sema::Program>(sema::load_program(sources, diags, path, again));
-                });
+                po.load.auto_layouts = &*chosen;
+                if (!pipeline::run(state, po, "parse", "parse")) continue;
             }
         }
-        sema::Program& program = *program_owner;
-        BuryAtExit bury_program(program_owner);
-        if (program.modules.empty()) continue;
-        if (!options.meshes.empty()) {
-            sema::rebind_meshes(program, options.meshes, diags);
-            if (diags.has_errors()) continue;
-        }
-        timer.run("resolve", [&] { sema::resolve_program(sources, program, diags); });
-        // Refinements of generic functions (once each), then type and sharding inference
-        // of each instantiation. Where every error so far lies inside function items,
-        // the later phases still check the other functions (a call of a function with
-        // errors is dropped silently), so one run shows the errors of every phase.
-        if (options.stop_after_names) continue;
-        std::set<const ast::Item*> with_errors;
-        if (!functions_with_errors(program, diags, with_errors)) continue;
-        timer.run("refine", [&] { sema::check_refinements(sources, program, diags, &with_errors, options.solver_budget_ms); });
-        if (!functions_with_errors(program, diags, with_errors)) continue;
-        sema::InferOptions infer_options;
-        infer_options.strict_comm = options.strict_comm;
-        infer_options.plan_search = options.plan_search;
-        {
-            std::optional<ir::DeviceModel> device = sema::device_model_of(options.device_model, diags);
-            if (!device) break;
-            infer_options.device = *device;
-        }
-        infer_options.skip = &with_errors;
-        auto gir_owner = timer.run("infer", [&] {
-            return std::make_unique<ir::Module>(sema::infer_program(sources, program, diags, infer_options));
-        });
-        ir::Module& gir = *gir_owner;
-        BuryAtExit bury_gir(gir_owner);
-        if (diags.has_errors()) {
-            // The backward passes of the functions without errors are still derived,
-            // for their errors (E0406 under --strict-comm, what cannot be differentiated):
-            // one run shows the errors of every phase. The module is then dropped.
-            transform::AutodiffOptions ad_options;
-            ad_options.strict_comm = options.strict_comm;
-            timer.run("autodiff", [&] { transform::autodiff(gir, sources, diags, ad_options); });
+        BuryAtExit bury_program(state.program);
+        BuryAtExit bury_gir(state.gir);
+        if (options.stop_after_names) {
+            pipeline::run(state, po, "rebind", "resolve");
             continue;
         }
-        auto problems = timer.run("verify", [&] { return ir::verify_module(gir); });
-        if (!problems.empty()) {
-            for (const std::string& p : problems) std::cerr << "meshc: GIR verifier: " << p << "\n";
-            internal_error("the checker produced invalid GIR", __FILE__, __LINE__);
+        if (!pipeline::run(state, po, "rebind", "infer")) {
+            if (report_internal(state)) return 2;
+            continue;
         }
-        if (options.emit == "gir-checked") ir::print_module(std::cout, sources, gir);
-        // GIR -> GIR: every grad becomes forward and backward functions.
-        transform::AutodiffOptions ad_options;
-        ad_options.strict_comm = options.strict_comm;
-        timer.run("autodiff", [&] {
-            transform::autodiff(gir, sources, diags, ad_options);
-            if (!diags.has_errors()) transform::combine_collectives(gir);
-        });
-        if (diags.has_errors()) continue;
-        problems = timer.run("verify", [&] { return ir::verify_module(gir); });
-        if (!problems.empty()) {
-            for (const std::string& p : problems) std::cerr << "meshc: GIR verifier (after autodiff): " << p << "\n";
-            internal_error("autodiff produced invalid GIR", __FILE__, __LINE__);
+        if (options.emit == "gir-checked") ir::print_module(std::cout, sources, *state.gir);
+        if (!pipeline::run(state, po, "autodiff", "lint")) {
+            if (report_internal(state)) return 2;
+            continue;
         }
-        {
-            sema::LintOptions lint_options;
-            lint_options.memory_budget = options.memory;
-            timer.run("lint", [&] { sema::lint_module(sources, program, gir, diags, lint_options); });
-            if (diags.has_errors()) continue;
-        }
+        const sema::Program& program = *state.program;
+        const ir::Module& gir = *state.gir;
         if (options.emit == "gir") ir::print_module(std::cout, sources, gir);
         // `build --emit=gir|gir-checked` prints and stops, like the other forms.
         if (options.build && (options.emit == "gir" || options.emit == "gir-checked")) continue;
         if (options.build) {
-            int status = build_program(options, sources, diags, program, gir, path, timer);
+            int status = build_program(options, state, po, path, timer);
             if (status != 0 || diags.has_errors()) {
                 render(sources, diags, options.error_format, options.max_errors, options.color);
                 return status != 0 ? status : 1;
@@ -1027,6 +1057,40 @@ int main(int argc, char** argv) {
                         "Seconds the `with auto` solve may take (default 60; past it the best plan found is kept)")
             ->check(CLI::Range(0.1, 86400.0));
     }
+    // The pass list's debugging options (src/pipeline/), on every command that runs it.
+    auto pass_name_check = [](const std::string& name) {
+        if (name == "all" || pipeline::find_pass(name)) return std::string();
+        return fmt::format("no pass `{}` (the passes: {}; or `all`)", name, pipeline::pass_names());
+    };
+    OptOptions opt;
+    std::string opt_error_format = "human";
+    CLI::App* opt_cmd = app.add_subcommand("opt", "Run passes on a GIR file (the text of --emit=gir) and print the result");
+    opt_cmd->add_option("file", opt.file, "GIR file (`-`: standard input)");
+    opt_cmd->add_option("--pass", opt.passes,
+                        "A pass to run, in the order given (repeatable or comma-separated): autodiff, "
+                        "combine-collectives, partition; none: the module is read, verified and printed again")
+        ->delimiter(',')
+        ->check(pass_name_check);
+    opt_cmd->add_flag("--list-passes", opt.list_passes, "Print the pass list (every pass, what it reads and writes)");
+    opt_cmd->add_option("-o", opt.output, "Write the result here instead of standard output")
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty output file name") : std::string(); });
+    opt_cmd->add_flag("--strict-comm", opt.strict_comm, "autodiff: a communicating coercion of a backward pass is an error (E0406)");
+    opt_cmd->add_option("--error-format", opt_error_format, "Diagnostics as `human`, `json` or `short`")
+        ->check(CLI::IsMember({"human", "json", "short"}));
+    opt_cmd->add_option("--color", color_mode, "Colour diagnostics: auto, always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}));
+    for (auto [cmd, dump, verify] : {std::tuple{check_cmd, &check.dump_after, &check.verify_each},
+                                     std::tuple{explain_cmd, &explain.dump_after, &explain.verify_each},
+                                     std::tuple{build_cmd, &build.dump_after, &build.verify_each},
+                                     std::tuple{run_cmd, &run.dump_after, &run.verify_each},
+                                     std::tuple{opt_cmd, &opt.dump_after, &opt.verify_each}}) {
+        cmd->add_option("--dump-after", *dump,
+                        "Print the IR after this pass to stderr (repeatable or comma-separated; `all`: after every "
+                        "pass; `meshc opt --list-passes` lists them)")
+            ->delimiter(',')
+            ->check(pass_name_check);
+        cmd->add_flag("--verify-each", *verify, "Run the IR verifier after every pass that changes the IR");
+    }
 
     lsp::ServerOptions lsp_options;
     lsp_options.stdlib_dir = check.stdlib_dir;
@@ -1063,6 +1127,20 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (lsp_cmd->parsed()) return lsp::run_server(std::cin, std::cout, lsp_options);
+    if (opt_cmd->parsed()) {
+        if (opt.file.empty() && !opt.list_passes) {
+            std::cerr << "meshc: `opt` needs a GIR file (`-`: standard input)\n" << opt_cmd->help();
+            return 2;
+        }
+        opt.error_format = error_format_of(opt_error_format);
+        opt.color = use_color(color_mode);
+        try {
+            return run_opt(opt);
+        } catch (const InternalError& e) {
+            std::cerr << "meshc: internal compiler error: " << e.message << "\n";
+            return 2;
+        }
+    }
     if (shard_cmd->parsed()) {
         shard.error_format = error_format_of(shard_error_format);
         shard.color = use_color(color_mode);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <map>
 #include <ostream>
 
 namespace meshc::ir {
@@ -134,9 +135,20 @@ std::string number(double value) { return fmt::format("{}", value); }
 class Printer {
 public:
     Printer(std::ostream& out, const SourceManager& sources, const Module& module)
-        : out_(out), sources_(sources), module_(module) {}
+        : out_(out), sources_(sources), module_(module) {
+        // Two instances can print the same label (a function instantiated for two struct
+        // types of one shape): the second is `@f#2`, the third `@f#3`, so that every call
+        // names one function (ir/gir_parse.h reads them back).
+        std::map<std::string, int> seen;
+        for (const Function& f : module_.functions) {
+            std::string l = function_label(f);
+            int n = ++seen[l];
+            labels_.push_back(n == 1 ? l : fmt::format("{}#{}", l, n));
+        }
+    }
 
     void print() {
+        print_device();
         for (const Mesh& mesh : module_.meshes) print_mesh(mesh);
         static constexpr const char* kArgKinds[] = {"i64", "f32", "bool", "path"};
         for (const ProgramArg& a : module_.args) {
@@ -149,6 +161,23 @@ public:
     }
 
 private:
+    /// The device model, when it is not the default (`cpu`): every rate, so that a module
+    /// read back (ir/gir_parse.h) costs its ops the same.
+    void print_device() {
+        const DeviceModel& d = module_.device;
+        const DeviceModel def;
+        if (d.name == def.name && d.matmul_f64 == def.matmul_f64 && d.matmul_f32 == def.matmul_f32 &&
+            d.matmul_f16 == def.matmul_f16 && d.matmul_int == def.matmul_int && d.vector_flops == def.vector_flops &&
+            d.memory_bandwidth == def.memory_bandwidth && d.memory_bytes == def.memory_bytes) {
+            return;
+        }
+        out_ << fmt::format(
+            "device {} = {{matmul_f64: {:g}, matmul_f32: {:g}, matmul_f16: {:g}, matmul_int: {:g}, vector_flops: {:g}, "
+            "memory_bandwidth: {:g}, memory_bytes: {:g}}}\n",
+            quoted(d.name), d.matmul_f64, d.matmul_f32, d.matmul_f16, d.matmul_int, d.vector_flops, d.memory_bandwidth,
+            d.memory_bytes);
+    }
+
     void print_mesh(const Mesh& mesh) {
         out_ << "mesh " << mesh.name << " = [";
         for (size_t i = 0; i < mesh.axes.size(); ++i) {
@@ -185,18 +214,28 @@ private:
         return out;
     }
 
+    /// `path:line:col`, as the checker writes a run-time check's position ("slice" without one).
+    std::string position_text(Span span) const {
+        if (!span.valid() || span.file >= sources_.file_count()) return "slice";
+        LineCol lc = sources_.line_col(span.file, span.begin);
+        return fmt::format("{}:{}:{}", sources_.path(span.file), lc.line, lc.col);
+    }
+
     std::string location(const Function& f, Span span) const {
         if (!span.valid() || span.file >= sources_.file_count()) return {};
         LineCol lc = sources_.line_col(span.file, span.begin);
-        // Ops from another file than their function's (none yet) name their file.
+        // `+N`: the construct's length in bytes (what a pass quotes of it, e.g. autodiff's
+        // "backward of 12:5 tanh(x)").
+        std::string length = span.end > span.begin ? fmt::format("+{}", span.end - span.begin) : "";
+        // Ops from another file than their function's (an inlined library layer) name their file.
         if (f.span.valid() && span.file != f.span.file) {
-            return fmt::format("@{}:{}:{}", sources_.path(span.file), lc.line, lc.col);
+            return fmt::format("@{}:{}:{}{}", sources_.path(span.file), lc.line, lc.col, length);
         }
-        return fmt::format("@{}:{}", lc.line, lc.col);
+        return fmt::format("@{}:{}{}", lc.line, lc.col, length);
     }
 
     void print_function(const Function& f) {
-        out_ << "func @" << function_label(f) << "(";
+        out_ << "func @" << labels_[static_cast<size_t>(&f - module_.functions.data())] << "(";
         for (size_t i = 0; i < f.params.size(); ++i) {
             if (i) out_ << ", ";
             out_ << def(f, f.params[i]) << ": " << type_of(f, f.params[i]);
@@ -210,7 +249,16 @@ private:
             }
             out_ << ")";
         }
-        out_ << " {\n";
+        if (f.checkpoint) out_ << " checkpoint";
+        out_ << " {";
+        // The function's own position names its file; its ops' positions are in that file
+        // unless they name another.
+        if (f.span.valid() && f.span.file < sources_.file_count()) {
+            LineCol lc = sources_.line_col(f.span.file, f.span.begin);
+            out_ << fmt::format("  @{}:{}:{}", sources_.path(f.span.file), lc.line, lc.col);
+            if (f.span.end > f.span.begin) out_ << fmt::format("+{}", f.span.end - f.span.begin);
+        }
+        out_ << "\n";
         for (const Op& op : f.ops) print_op(f, op);
         if (!f.results.empty()) out_ << "  return " << uses(f.results) << "\n";
         out_ << "}\n";
@@ -273,6 +321,7 @@ private:
         case OpKind::Reduce:
             out += " ";
             out += reduce_name(op.reduce);
+            // keep_dims shows in the result's rank (ir/gir_parse.cpp reads it from there).
             out += fmt::format(" dims [{}]", fmt::join(op.ints, ", ")) + operands();
             break;
         case OpKind::AllReduce:
@@ -314,6 +363,12 @@ private:
             // A run-time start is the second operand: `slice dim 0 [%5, 4] %2`.
             if (op.operands.size() == 2 && op.ints.size() == 2) {
                 out += fmt::format(" dim {} [%{}, {}] %{}", op.dim, op.operands[1], op.ints[1], op.operands[0]);
+                // Where a run-time start out of range is reported: the op's own position
+                // unless it says otherwise.
+                // (A pad's start is in range by construction: its text stays empty.)
+                if (op.kind == OpKind::Slice ? op.text != position_text(op.span) : !op.text.empty()) {
+                    out += " at " + quoted(op.text);
+                }
             } else {
                 out += fmt::format(" dim {} [{}]", op.dim, fmt::join(op.ints, ", ")) + operands();
             }
@@ -324,10 +379,8 @@ private:
         case OpKind::Grad:
         case OpKind::Call: {
             if (op.kind == OpKind::Grad) out += op.dim == 1 ? " value_and_grad" : "";
-            const Function* callee = op.callee >= 0 && static_cast<size_t>(op.callee) < module_.functions.size()
-                                         ? &module_.functions[static_cast<size_t>(op.callee)]
-                                         : nullptr;
-            out += " @" + (callee ? function_label(*callee) : fmt::format("<function #{}>", op.callee));
+            bool known = op.callee >= 0 && static_cast<size_t>(op.callee) < module_.functions.size();
+            out += " @" + (known ? labels_[static_cast<size_t>(op.callee)] : fmt::format("<function #{}>", op.callee));
             out += "(" + uses(op.operands) + ")";
             break;
         }
@@ -357,6 +410,13 @@ private:
         }
         std::string loc = location(f, op.span);
         if (!loc.empty()) line += "  " + loc;
+        if (!op.call_path.empty()) {  // the calls autodiff inlined it through, outermost first
+            line += " via ";
+            for (size_t i = 0; i < op.call_path.size(); ++i) {
+                std::string at = location(f, op.call_path[i]);
+                line += (i ? ", " : "") + (at.empty() ? std::string("@?") : at);
+            }
+        }
         if (op.inserted) {
             line += op.reason.empty() ? "  // inserted" : "  // inserted: " + op.reason;
         } else if (op.backward) {
@@ -365,7 +425,12 @@ private:
         out_ << line << "\n";
         std::string indent(static_cast<size_t>(depth) * 2 + 2, ' ');
         for (const Region& region : op.regions) {
-            out_ << indent << "region(" << uses(region.args) << ") {\n";
+            out_ << indent << "region(";
+            for (size_t i = 0; i < region.args.size(); ++i) {
+                if (i) out_ << ", ";
+                out_ << def(f, region.args[i]) << ": " << type_of(f, region.args[i]);
+            }
+            out_ << ") {\n";
             for (const Op& inner : region.ops) print_op(f, inner, depth + 2);
             out_ << indent << "  yield " << uses(region.yields) << "\n";
             out_ << indent << "}\n";
@@ -375,6 +440,7 @@ private:
     std::ostream& out_;
     const SourceManager& sources_;
     const Module& module_;
+    std::vector<std::string> labels_;  // per function
 };
 
 }  // namespace

@@ -21,9 +21,11 @@ ALLOWED = {
     "transform": {"support", "solver", "ir"},
     "spmd": {"support", "ir"},
     "codegen": {"support", "ir", "spmd"},
-    "autopar": {"support", "syntax", "solver", "ir", "sema", "transform"},
-    "lsp": {"support", "syntax", "solver", "ir", "sema", "transform", "autopar"},
-    "driver": {"support", "syntax", "solver", "ir", "sema", "transform", "autopar", "spmd", "codegen", "lsp"},
+    "pipeline": {"support", "syntax", "solver", "ir", "sema", "transform", "spmd"},
+    "autopar": {"support", "syntax", "solver", "ir", "sema", "transform", "spmd", "pipeline"},
+    "lsp": {"support", "syntax", "solver", "ir", "sema", "transform", "spmd", "pipeline", "autopar"},
+    "driver": {"support", "syntax", "solver", "ir", "sema", "transform", "autopar", "spmd", "codegen", "pipeline",
+               "lsp"},
 }
 SRC_FOLDERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
