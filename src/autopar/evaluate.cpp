@@ -1,19 +1,13 @@
-// evaluate: one candidate program, checked as `meshc check` checks it (load, --mesh
-// rebinding, resolve, refinements, inference with the plan search, autodiff, collective
-// combining) and costed as `meshc explain` costs it (sema/explain.h).
+// evaluate: one candidate program, checked as `meshc check` checks it (the pass list of
+// src/pipeline/ from parse to combine-collectives) and costed as `meshc explain` costs it (sema/explain.h).
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "autopar/internal.h"
 #include "ir/gir.h"
+#include "pipeline/pipeline.h"
 #include "sema/explain.h"
-#include "sema/infer.h"
-#include "sema/rebind.h"
-#include "sema/refine.h"
-#include "sema/resolve.h"
-#include "transform/autodiff.h"
-#include "transform/combine_collectives.h"
 
 namespace meshc::autopar {
 
@@ -72,41 +66,27 @@ Evaluation evaluate(const ShardOptions& options, const std::map<std::string, std
     if (options.overlays) {
         for (const auto& [path, text] : *options.overlays) all.emplace(path, text);
     }
-    sema::LoadOptions load{options.stdlib_dir, &all};
+    // The driver's pass list (src/pipeline/) up to combine-collectives, stopping at the
+    // first error.
+    pipeline::Options po;
+    po.load = sema::LoadOptions{options.stdlib_dir, &all};
+    po.meshes = options.meshes;
+    po.strict_comm = options.strict_comm;
+    po.plan_search = options.plan_search;
+    po.device = options.device;
+    po.solver_budget_ms = options.solver_budget_ms;
+    po.verify = verify;
+    pipeline::State state(sources, diags);
+    state.path = options.path;
     try {
-        sema::Program program = sema::load_program(sources, diags, options.path, load);
-        if (program.modules.empty() || diags.has_errors()) {
-            e.error = first_error(sources, diags);
+        bool parsed = pipeline::run(state, po, "parse", "parse") && !diags.has_errors();
+        if (!parsed || !pipeline::run(state, po, "rebind", "combine-collectives")) {
+            e.error = !state.internal_error.empty() ? state.internal_error
+                      : diags.has_errors()          ? first_error(sources, diags)
+                                                    : "the program has no module";
             return e;
         }
-        if (!options.meshes.empty()) sema::rebind_meshes(program, options.meshes, diags);
-        if (!diags.has_errors()) sema::resolve_program(sources, program, diags);
-        if (!diags.has_errors()) sema::check_refinements(sources, program, diags, nullptr, options.solver_budget_ms);
-        if (diags.has_errors()) {
-            e.error = first_error(sources, diags);
-            return e;
-        }
-        sema::InferOptions infer;
-        infer.strict_comm = options.strict_comm;
-        infer.plan_search = options.plan_search;
-        infer.device = options.device;
-        ir::Module gir = sema::infer_program(sources, program, diags, infer);
-        if (diags.has_errors() || (verify && !ir::verify_module(gir).empty())) {
-            e.error = diags.has_errors() ? first_error(sources, diags) : "the checker produced invalid GIR";
-            return e;
-        }
-        transform::AutodiffOptions ad;
-        ad.strict_comm = options.strict_comm;
-        transform::autodiff(gir, sources, diags, ad);
-        if (diags.has_errors()) {
-            e.error = first_error(sources, diags);
-            return e;
-        }
-        transform::combine_collectives(gir);
-        if (verify && !ir::verify_module(gir).empty()) {
-            e.error = "autodiff produced invalid GIR";
-            return e;
-        }
+        const ir::Module& gir = *state.gir;
         sema::ProgramFacts facts = sema::analyse_program(gir);
         if (facts.main < 0) {
             e.error = "the program has no `main`: nothing runs, so nothing has a cost";

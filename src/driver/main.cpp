@@ -1070,6 +1070,7 @@ int main(int argc, char** argv) {
                         "A pass to run, in the order given (repeatable or comma-separated): autodiff, "
                         "combine-collectives, partition; none: the module is read, verified and printed again")
         ->delimiter(',')
+        ->allow_extra_args(false)
         ->check(pass_name_check);
     opt_cmd->add_flag("--list-passes", opt.list_passes, "Print the pass list (every pass, what it reads and writes)");
     opt_cmd->add_option("-o", opt.output, "Write the result here instead of standard output")
@@ -1088,6 +1089,7 @@ int main(int argc, char** argv) {
                         "Print the IR after this pass to stderr (repeatable or comma-separated; `all`: after every "
                         "pass; `meshc opt --list-passes` lists them)")
             ->delimiter(',')
+            ->allow_extra_args(false)
             ->check(pass_name_check);
         cmd->add_flag("--verify-each", *verify, "Run the IR verifier after every pass that changes the IR");
     }

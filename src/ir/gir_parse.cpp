@@ -128,6 +128,12 @@ private:
 
     [[noreturn]] void fail(std::string message) const { throw Failure{pos_, std::move(message)}; }
 
+    /// The position of the next token.
+    size_t here() {
+        ws();
+        return pos_;
+    }
+
     void ws() {
         while (pos_ < line_end_ && (text_[pos_] == ' ' || text_[pos_] == '\t')) ++pos_;
     }
@@ -273,7 +279,7 @@ private:
     /// `@L:C`, `@PATH:L:C` or `@?` (a position not known), after the `@`.
     RawLoc location() {
         RawLoc loc;
-        loc.offset = pos_;
+        loc.offset = here();
         expect('@');
         size_t begin = pos_;
         while (pos_ < line_end_ && text_[pos_] != ' ' && text_[pos_] != '\t') ++pos_;
@@ -337,7 +343,7 @@ private:
             {"memory_bytes", &d.memory_bytes}};
         if (!eat('}')) {
             do {
-                size_t at = pos_;
+                size_t at = here();
                 std::string key = ident("a device rate");
                 auto it = fields.find(key);
                 if (it == fields.end()) {
@@ -354,7 +360,7 @@ private:
 
     void mesh() {
         Mesh m;
-        size_t at = pos_;
+        size_t at = here();
         m.name = ident("the mesh's name");
         for (const Mesh& other : module_.meshes) {
             if (other.name == m.name) {
@@ -424,7 +430,7 @@ private:
     // ---- Types --------------------------------------------------------------------------
 
     DType dtype() {
-        size_t at = pos_;
+        size_t at = here();
         std::string name = ident("an element type");
         DType t;
         if (!dtype_from_name(name, t)) {
@@ -459,7 +465,7 @@ private:
         t.layout = Layout::replicated(t.shape.size());
         const Mesh* mesh = nullptr;
         if (eat_word("on")) {
-            size_t at = pos_;
+            size_t at = here();
             std::string name = ident("a mesh name");
             for (size_t i = 0; i < module_.meshes.size(); ++i) {
                 if (module_.meshes[i].name == name) {
@@ -477,7 +483,7 @@ private:
             expect('{');
             if (!eat('}')) {
                 do {
-                    size_t at = pos_;
+                    size_t at = here();
                     int64_t d = integer();
                     if (d < 0 || static_cast<size_t>(d) >= t.shape.size()) {
                         pos_ = at;
@@ -486,7 +492,7 @@ private:
                     expect(':');
                     AxisList axes;
                     auto one = [&] {
-                        size_t a_at = pos_;
+                        size_t a_at = here();
                         std::string name = ident("an axis name");
                         axes.push_back(static_cast<uint8_t>(axis_of(*mesh, name, a_at)));
                     };
@@ -506,7 +512,7 @@ private:
             if (!mesh) fail("a pending sum needs the mesh (`on M`) before it");
             expect('{');
             do {
-                size_t at = pos_;
+                size_t at = here();
                 std::string name = ident("an axis name");
                 t.layout.partial |= axis_bit(axis_of(*mesh, name, at));
             } while (eat(','));
@@ -573,7 +579,7 @@ private:
         while (next_line()) {
             if (!eat_word("func")) continue;
             expect('@');
-            size_t at = pos_;
+            size_t at = here();
             std::string text = label().text();
             if (!labels_.emplace(text, static_cast<int32_t>(labels_.size())).second) {
                 pos_ = at;
@@ -584,7 +590,7 @@ private:
 
     int32_t callee() {
         expect('@');
-        size_t at = pos_;
+        size_t at = here();
         std::string text = label().text();
         auto it = labels_.find(text);
         if (it == labels_.end()) {
@@ -618,7 +624,7 @@ private:
     }
 
     ValueId use(FnState& s) {
-        size_t at = pos_;
+        size_t at = here();
         ValueId v = value();
         s.uses.emplace_back(v, at);
         return v;
@@ -633,6 +639,7 @@ private:
     }
 
     void function() {
+        func_at_ = pos_ - 4;  // the `func` before the `@`
         expect('@');
         Label l = label();
         Function f;
@@ -646,7 +653,7 @@ private:
         expect('(');
         if (!eat(')')) {
             do {
-                size_t at = pos_;
+                size_t at = here();
                 ValueId v = value();
                 std::string name = name_comment();
                 expect(':');
@@ -674,6 +681,10 @@ private:
             }
             s.path = loc.path;
             f.span = pending(loc, s.path);
+        } else {
+            // A hand-written function: it is where its `func` is, and its ops' `@L:C` are
+            // positions of the GIR file (printed again as such).
+            f.span = Span{file_, static_cast<uint32_t>(func_at_), static_cast<uint32_t>(func_at_)};
         }
         expect_end();
         size_t header_end = pos_;
@@ -691,7 +702,7 @@ private:
             if (eat_word("return")) {
                 if (returned) fail("a function returns once, at its end");
                 returned = true;
-                size_t at = pos_;
+                size_t at = here();
                 f.results = uses(s);
                 expect_end();
                 if (f.results.size() != result_types.size()) {
@@ -734,7 +745,7 @@ private:
         expect("region(");
         if (!eat(')')) {
             do {
-                size_t at = pos_;
+                size_t at = here();
                 ValueId v = value();
                 std::string name = name_comment();
                 expect(':');
@@ -745,7 +756,7 @@ private:
         }
         expect('{');
         expect_end();
-        size_t at = pos_;
+        size_t at = here();
         for (;;) {
             if (!next_line()) {
                 pos_ = at;
@@ -769,7 +780,7 @@ private:
         pending_axes_.clear();
         if (!eat(')')) {
             do {
-                size_t at = pos_;
+                size_t at = here();
                 pending_axes_.emplace_back(ident("an axis name"), at);
             } while (eat(','));
             expect(')');
@@ -788,13 +799,13 @@ private:
         std::vector<std::pair<ValueId, std::pair<std::string, size_t>>> results;
         if (peek() == '%') {
             do {
-                size_t at = pos_;
+                size_t at = here();
                 ValueId v = value();
                 results.push_back({v, {name_comment(), at}});
             } while (eat(','));
             expect('=');
         }
-        size_t name_at = pos_;
+        size_t name_at = here();
         std::string name = ident("an op name");
         auto kind = op_kinds().find(name);
         if (kind == op_kinds().end()) {
@@ -804,7 +815,7 @@ private:
         op.kind = kind->second;
         pending_axes_.clear();
         auto reduce_kind = [&] {
-            size_t at = pos_;
+            size_t at = here();
             std::string r = ident("`sum`, `mean` or `max`");
             if (r == "sum") return ReduceKind::Sum;
             if (r == "mean") return ReduceKind::Mean;
@@ -818,7 +829,7 @@ private:
             op.operands = uses(s);
             break;
         case OpKind::Create: {
-            size_t at = pos_;
+            size_t at = here();
             std::string c = ident("a create kind");
             static const std::map<std::string, CreateKind, std::less<>> creates{
                 {"zeros", CreateKind::Zeros},
@@ -842,7 +853,7 @@ private:
         }
         case OpKind::Load:
         case OpKind::Save:
-            if (eat_word("arg")) op.ints = {arg_index(str())};
+            if (eat_word("arg")) op.ints = {arg_index()};
             op.text = str();
             if (eat('[')) {
                 if (!eat(']')) {
@@ -854,7 +865,7 @@ private:
             op.operands = uses(s);
             break;
         case OpKind::Arg:
-            op.ints = {arg_index(str())};
+            op.ints = {arg_index()};
             break;
         case OpKind::Contract:
         case OpKind::Print:
@@ -862,7 +873,7 @@ private:
             op.operands = uses(s);
             break;
         case OpKind::Elementwise: {
-            size_t at = pos_;
+            size_t at = here();
             std::string e = ident("an element-wise function");
             auto it = ew_kinds().find(e);
             if (it == ew_kinds().end()) {
@@ -1020,7 +1031,7 @@ private:
         // `for` has one region, `if` two: on the lines below.
         size_t regions = op.kind == OpKind::For ? 1 : op.kind == OpKind::If ? 2 : 0;
         for (size_t i = 0; i < regions; ++i) {
-            size_t at = pos_;
+            size_t at = here();
             if (!next_line()) {
                 pos_ = at;
                 fail(fmt::format("`{}` needs {} region{} below it", name, regions, regions > 1 ? "s" : ""));
@@ -1031,10 +1042,13 @@ private:
         ops.push_back(std::move(op));
     }
 
-    int64_t arg_index(const std::string& name) {
+    int64_t arg_index() {
+        size_t at = here();
+        std::string name = str();
         for (size_t i = 0; i < module_.args.size(); ++i) {
             if (module_.args[i].name == name) return static_cast<int64_t>(i);
         }
+        pos_ = at;
         fail(fmt::format("no program argument \"{}\" is declared above (`arg \"{}\": i64 = \"0\"`)", name, name));
     }
 
@@ -1151,6 +1165,7 @@ private:
     std::string_view text_;
     size_t next_ = 0, line_end_ = 0, pos_ = 0;
     size_t result_at_ = 0;
+    size_t func_at_ = 0;
     Module module_;
     std::map<std::string, int32_t> labels_;
     std::vector<RawLoc> locs_;

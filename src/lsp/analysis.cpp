@@ -1,5 +1,5 @@
-// The checker run for the language server; see analysis.h. Mirrors run_check in
-// src/driver/main.cpp phase for phase, so the editor shows what `meshc check` prints.
+// The checker run for the language server; see analysis.h. The driver's pass list
+// (src/pipeline/), so the editor shows what `meshc check` prints.
 #include "lsp/analysis.h"
 
 #include <algorithm>
@@ -12,12 +12,7 @@
 
 #include "autopar/shard.h"
 
-#include "sema/infer.h"
-#include "sema/refine.h"
-#include "sema/resolve.h"
-#include "sema/lint.h"
-#include "transform/autodiff.h"
-#include "transform/combine_collectives.h"
+#include "pipeline/pipeline.h"
 
 namespace meshc::lsp {
 
@@ -35,64 +30,55 @@ void solve_auto_sites(Analysis& a, const std::string& path, const std::map<std::
 std::unique_ptr<Analysis> analyse(const std::string& path, const std::map<std::string, std::string>& overlays,
                                   const AnalysisOptions& options) {
     auto a = std::make_unique<Analysis>();
+    // The driver's pass list (src/pipeline/), stopping at the first phase with errors;
+    // resolve also fills the index for navigation, and the checker's GIR is kept for
+    // hovers when autodiff fails.
+    pipeline::Options po;
+    po.load = sema::LoadOptions{options.stdlib_dir, &overlays};
+    po.strict_comm = options.strict_comm;
+    po.names = &a->names;
+    po.keep_checked = true;
+    pipeline::State state(a->sources, a->diags);
+    state.path = path;
     try {
-        // Load, names (with the index for navigation) and refinements; false where
-        // checking stops there.
-        auto front = [&](const sema::LoadOptions& load) {
+        // Load, names and refinements; false where checking stops there.
+        auto front = [&] {
             a->names = sema::NameIndex{};
-            a->program = std::make_unique<sema::Program>(sema::load_program(a->sources, a->diags, path, load));
-            if (a->program->modules.empty()) return false;
-            a->root = a->program->modules.front()->file;
-            sema::resolve_program(a->sources, *a->program, a->diags, &a->names);
-            if (a->diags.has_errors()) return false;
-            sema::check_refinements(a->sources, *a->program, a->diags);
-            return !a->diags.has_errors();
+            bool parsed = pipeline::run(state, po, "parse", "parse");
+            if (state.program && !state.program->modules.empty()) a->root = state.program->modules.front()->file;
+            return parsed && pipeline::run(state, po, "rebind", "refine");
         };
-        sema::LoadOptions load{options.stdlib_dir, &overlays};
-        if (!front(load)) return a;
+        auto finish = [&] {
+            a->program = std::move(state.program);
+            a->gir = std::move(state.gir);
+            if (a->diags.has_errors() && state.checked) a->gir = std::move(state.checked);  // autodiff failed
+            if (!state.internal_error.empty()) a->internal_error = state.internal_error;
+        };
+        if (!front()) {
+            finish();
+            return a;
+        }
         // `with auto`: the layouts `meshc shard` chooses, for hover and code actions; the
         // program is then read again with them in place of `auto`, as `meshc check` does
         // (the spans stay the editor's text's).
-        if (!autopar::find_sites(a->sources, *a->program, options.stdlib_dir).empty()) {
+        if (!autopar::find_sites(a->sources, *state.program, options.stdlib_dir).empty()) {
             solve_auto_sites(*a, path, overlays, options);
-            if (a->diags.has_errors()) return a;
+            if (a->diags.has_errors()) {
+                finish();
+                return a;
+            }
             if (a->auto_layouts) {
-                sema::LoadOptions again = load;
-                again.auto_layouts = a->auto_layouts.get();
-                if (!front(again)) return a;
+                po.load.auto_layouts = a->auto_layouts.get();
+                if (!front()) {
+                    finish();
+                    return a;
+                }
             }
         }
-        sema::InferOptions infer_options;
-        infer_options.strict_comm = options.strict_comm;
-        auto gir = std::make_unique<ir::Module>(sema::infer_program(a->sources, *a->program, a->diags, infer_options));
-        if (a->diags.has_errors()) {
-            a->gir = std::move(gir);  // what was inferred still serves hovers
-            return a;
-        }
-        if (!ir::verify_module(*gir).empty()) {
-            a->internal_error = "the checker produced invalid GIR";
-            a->gir = std::move(gir);
-            return a;
-        }
-        // Autodiff (when there is a `grad`) on a copy: its errors (E06, backward
-        // --strict-comm) are the check's, and the checker's GIR stays for hovers if it fails.
-        bool has_grad = false;
-        for (const ir::Function& f : gir->functions) {
-            ir::for_each_op(f.ops, [&](const ir::Op& op) { has_grad = has_grad || op.kind == ir::OpKind::Grad; });
-        }
-        if (!has_grad) {
-            sema::lint_module(a->sources, *a->program, *gir, a->diags, sema::LintOptions{});
-            a->gir = std::move(gir);
-            return a;
-        }
-        auto derived = std::make_unique<ir::Module>(*gir);
-        transform::AutodiffOptions ad_options;
-        ad_options.strict_comm = options.strict_comm;
-        transform::autodiff(*derived, a->sources, a->diags, ad_options);
-        if (!a->diags.has_errors()) transform::combine_collectives(*derived);
-        if (!a->diags.has_errors()) sema::lint_module(a->sources, *a->program, *derived, a->diags, sema::LintOptions{});
-        a->gir = a->diags.has_errors() ? std::move(gir) : std::move(derived);
+        pipeline::run(state, po, "infer", "lint");
+        finish();
     } catch (const InternalError& e) {
+        a->program = std::move(state.program);  // what was read still serves navigation
         a->internal_error = e.message;
     } catch (const std::bad_alloc&) {
         a->internal_error = "out of memory";

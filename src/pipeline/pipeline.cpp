@@ -170,7 +170,7 @@ bool run_pass(State& s, const Options& o, const PassInfo& pass) {
             }
             return false;
         }
-        return verified(s, "infer");
+        return !(o.verify || o.verify_each) || verified(s, "infer");
     }
     if (name == "autodiff") {
         if (o.keep_checked && has_grad(*s.gir)) s.checked = std::make_unique<ir::Module>(*s.gir);
@@ -182,7 +182,7 @@ bool run_pass(State& s, const Options& o, const PassInfo& pass) {
     }
     if (name == "combine-collectives") {
         transform::combine_collectives(*s.gir);
-        return verified(s, "combine-collectives");
+        return !(o.verify || o.verify_each) || verified(s, "combine-collectives");
     }
     if (name == "lint") {
         sema::LintOptions lo;
@@ -193,7 +193,7 @@ bool run_pass(State& s, const Options& o, const PassInfo& pass) {
     if (name == "partition") {
         s.local = std::make_unique<spmd::LocalModule>(spmd::partition(*s.gir));
         s.form = Form::Local;
-        return verified(s, "partition");
+        return !(o.verify || o.verify_each) || verified(s, "partition");
     }
     return true;
 }

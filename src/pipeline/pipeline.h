@@ -70,8 +70,10 @@ struct Options {
     /// Before `autodiff` changes a module with a `grad`, keep a copy of the checker's GIR
     /// (State::checked): the language server hovers over it when autodiff fails.
     bool keep_checked = false;
-    /// Run the IR verifier after every pass that changes the IR (otherwise after `infer`,
-    /// after `combine-collectives` and after `partition`).
+    /// Run the IR verifier after `infer`, `combine-collectives` and `partition` (off: the
+    /// layout solver's evaluation of many candidates, which verifies when asked).
+    bool verify = true;
+    /// Run the IR verifier after every pass that changes the IR.
     bool verify_each = false;
     /// Pass names after which the IR is printed to `dump` ("all": after every pass).
     std::set<std::string, std::less<>> dump_after;

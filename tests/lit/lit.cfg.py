@@ -4,7 +4,7 @@ import lit.formats
 
 config.name = "meshc"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".msh"]
+config.suffixes = [".msh", ".gir"]
 config.excludes = ["Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 

@@ -4,11 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ir/gir.h"
+#include "ir/gir_parse.h"
 #include "sema/explain.h"
 
 using namespace meshc;
@@ -283,11 +287,11 @@ TEST_CASE("the complete-example MLP of docs/language.md prints as GIR", "[gir][p
         "\n"
         "func @mlp(%0 /*x*/: Tensor f32 [8, 16] on Pod with {0: data}, "
         "%1 /*w1*/: Tensor f32 [16, 32] on Pod with {1: model}, "
-        "%2 /*w2*/: Tensor f32 [32, 16] on Pod with {0: model}) -> (Tensor f32 [8, 16] on Pod with {0: data}) {\n"
-        "  %3 = contract \"bd,dh->bh\" %0, %1 : Tensor f32 [8, 32] on Pod with {0: data, 1: model}  @9:18\n"
-        "  %4 /*h*/ = elementwise relu %3 : Tensor f32 [8, 32] on Pod with {0: data, 1: model}  @9:13\n"
-        "  %5 = contract \"bh,hd->bd\" %4, %2 : Tensor f32 [8, 16] on Pod with {0: data} partial {model}  @10:5\n"
-        "  %6 = all_reduce sum over (model) %5 : Tensor f32 [8, 16] on Pod with {0: data}  @10:5"
+        "%2 /*w2*/: Tensor f32 [32, 16] on Pod with {0: model}) -> (Tensor f32 [8, 16] on Pod with {0: data}) {  @mlp.msh:4:1+6\n"
+        "  %3 = contract \"bd,dh->bh\" %0, %1 : Tensor f32 [8, 32] on Pod with {0: data, 1: model}  @9:18+6\n"
+        "  %4 /*h*/ = elementwise relu %3 : Tensor f32 [8, 32] on Pod with {0: data, 1: model}  @9:13+12\n"
+        "  %5 = contract \"bh,hd->bd\" %4, %2 : Tensor f32 [8, 16] on Pod with {0: data} partial {model}  @10:5+6\n"
+        "  %6 = all_reduce sum over (model) %5 : Tensor f32 [8, 16] on Pod with {0: data}  @10:5+6"
         "  // inserted: the result must have mlp's return type\n"
         "  return %6\n"
         "}\n";
@@ -295,19 +299,19 @@ TEST_CASE("the complete-example MLP of docs/language.md prints as GIR", "[gir][p
     CHECK(text.rfind(mlp, 0) == 0);
     const char* main =
         "\n"
-        "func @main() {\n"
-        "  %0 /*x*/ = create random_normal seed 1 : Tensor f32 [8, 16] on Pod with {0: data}  @14:14\n"
-        "  %1 = create random_normal seed 2 : Tensor f32 [16, 32] on Pod with {1: model}  @15:14\n"
-        "  %2 = constant 0.1 : f32  @15:43\n"
-        "  %3 /*w1*/ = elementwise mul %1, %2 : Tensor f32 [16, 32] on Pod with {1: model}  @15:41\n"
-        "  %4 = create random_normal seed 3 : Tensor f32 [32, 16] on Pod with {0: model}  @16:14\n"
-        "  %5 = constant 0.1 : f32  @16:43\n"
-        "  %6 /*w2*/ = elementwise mul %4, %5 : Tensor f32 [32, 16] on Pod with {0: model}  @16:41\n"
-        "  %7 /*y*/ = call @mlp(%0, %3, %6) : Tensor f32 [8, 16] on Pod with {0: data}  @17:13\n"
-        "  %8 = reduce sum dims [0, 1] %7 : Tensor f32 [] on Pod partial {data}  @18:18\n"
-        "  %9 = all_reduce sum over (data) %8 : Tensor f32 [] on Pod  @18:18  // inserted: print shows the global value\n"
-        "  print \"sum\" %9  @18:5\n"
-        "  save \"y.npy\" %7  @19:5\n"
+        "func @main() {  @mlp.msh:13:1+7\n"
+        "  %0 /*x*/ = create random_normal seed 1 : Tensor f32 [8, 16] on Pod with {0: data}  @14:14+15\n"
+        "  %1 = create random_normal seed 2 : Tensor f32 [16, 32] on Pod with {1: model}  @15:14+15\n"
+        "  %2 = constant 0.1 : f32  @15:43+3\n"
+        "  %3 /*w1*/ = elementwise mul %1, %2 : Tensor f32 [16, 32] on Pod with {1: model}  @15:41+5\n"
+        "  %4 = create random_normal seed 3 : Tensor f32 [32, 16] on Pod with {0: model}  @16:14+15\n"
+        "  %5 = constant 0.1 : f32  @16:43+3\n"
+        "  %6 /*w2*/ = elementwise mul %4, %5 : Tensor f32 [32, 16] on Pod with {0: model}  @16:41+5\n"
+        "  %7 /*y*/ = call @mlp(%0, %3, %6) : Tensor f32 [8, 16] on Pod with {0: data}  @17:13+14\n"
+        "  %8 = reduce sum dims [0, 1] %7 : Tensor f32 [] on Pod partial {data}  @18:18+6\n"
+        "  %9 = all_reduce sum over (data) %8 : Tensor f32 [] on Pod  @18:18+6  // inserted: print shows the global value\n"
+        "  print \"sum\" %9  @18:5+6\n"
+        "  save \"y.npy\" %7  @19:5+5\n"
         "}\n";
     CHECK(text.substr(std::strlen(mlp)) == main);
 }
@@ -387,7 +391,7 @@ TEST_CASE("the printer shows instances, multi-result ops, collectives' attribute
           std::string::npos);
     CHECK(text.find("  return %1, %2\n") != std::string::npos);
     CHECK(text.find("  %1 /*u*/, %2 /*v*/ = call @pair[B = 8, D = 16](%0) : (Tensor f32 [8, 16] on Pod with "
-                    "{1: model}, Tensor f32 [8, 16] on Pod)  @17:13\n") != std::string::npos);
+                    "{1: model}, Tensor f32 [8, 16] on Pod)  @17:13+14\n") != std::string::npos);
     CHECK(verify_module(fx.module).empty());
 }
 
@@ -702,4 +706,130 @@ TEST_CASE("explain as text: layouts, collectives with buffer and cost, free slic
                       "    10:5  local_slice over (model) dim 1 of f32 [8, 16]: no communication"
                       "  (inserted: y is split over model at its use)\n") != std::string::npos);
     CHECK(nlohmann::json::parse(ls.json())["functions"][0]["collectives"].empty());
+}
+
+// ---------------------------------------------------------------- reader (ir/gir_parse.h)
+
+namespace {
+
+struct Read {
+    std::optional<Module> module;
+    std::string errors;  // "line:col: message" per E0712
+    std::string reprinted;
+};
+
+Read read_gir(SourceManager& sm, std::string text) {
+    DiagnosticEngine diags;
+    FileId gir = sm.add_file("in.gir", std::move(text));
+    Read r;
+    r.module = parse_module(sm, gir, diags);
+    for (const Diagnostic& d : diags.diagnostics()) {
+        CHECK(d.code == DiagCode::E0712);
+        LineCol lc = sm.line_col(d.span.file, d.span.begin);
+        r.errors += fmt::format("{}:{}: {}\n", lc.line, lc.col, d.message);
+    }
+    if (r.module) {
+        std::ostringstream out;
+        print_module(out, sm, *r.module);
+        r.reprinted = out.str();
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("GIR text reads back as the module it was printed from", "[gir][parse]") {
+    for (bool scatter : {false, true}) {
+        Fixture fx = mlp_module(scatter);
+        std::string text = fx.print();
+        Read r = read_gir(fx.sm, text);
+        INFO(r.errors);
+        REQUIRE(r.module);
+        CHECK(r.reprinted == text);
+        CHECK(verify_module(*r.module).empty());
+        // The positions are the source's: `@9:18+6` is `x @ w1` of mlp.msh again.
+        const Op& contract = r.module->functions[0].ops[0];
+        CHECK(fx.sm.path(contract.span.file) == "mlp.msh");
+        CHECK(fx.sm.text(contract.span) == "x @ w1");
+        CHECK(r.module->functions[1].ops.back().kind == OpKind::Save);
+        CHECK(r.module->functions[1].ops[7].callee == 0);  // `call @mlp`
+    }
+}
+
+TEST_CASE("GIR text: positions in the GIR file, in a file that cannot be read, and regions", "[gir][parse]") {
+    SourceManager sm;
+    // No position on the header: `@L:C` is in the GIR file itself (line 4 is the op's own).
+    std::string text =
+        "mesh Pod = [data: 2]\n"
+        "\n"
+        "func @f(%0 /*x*/: Tensor f32 [8] on Pod with {0: data}, %1: i64) -> (Tensor f32 [8] on Pod with {0: data}) {\n"
+        "  %2 = elementwise neg %0 : Tensor f32 [8] on Pod with {0: data}  @4:3+4  // backward\n"
+        "  %3 = constant 0 : i64\n"
+        "  %6 = for %3, %1, %2 : Tensor f32 [8] on Pod with {0: data}  @/nonexistent/dir/m.msh:7:5+3 via @/nonexistent/dir/m.msh:2:1\n"
+        "    region(%4 /*i*/: i64, %5: Tensor f32 [8] on Pod with {0: data}) {\n"
+        "      %7 = all_gather over (data) dim 0 %5 : Tensor f32 [8] on Pod  // inserted: why not\n"
+        "      %8 = local_slice over (data) dim 0 %7 : Tensor f32 [8] on Pod with {0: data}  // inserted\n"
+        "      yield %8\n"
+        "    }\n"
+        "  return %6\n"
+        "}\n";
+    Read r = read_gir(sm, text);
+    INFO(r.errors);
+    REQUIRE(r.module);
+    // Printed again, the function has its position in the GIR file.
+    std::string again = text;
+    again.replace(again.find(" {\n"), 3, " {  @in.gir:3:1\n");
+    CHECK(r.reprinted == again);
+    if (r.reprinted != again) WARN(r.reprinted);
+    CHECK(verify_module(*r.module).empty());
+    const Function& f = r.module->functions[0];
+    CHECK(sm.text(f.ops[0].span) == "%2 =");
+    CHECK(f.ops[0].backward);
+    const Op& loop = f.ops[2];
+    CHECK(sm.path(loop.span.file) == "/nonexistent/dir/m.msh");  // stood in for by blank lines
+    CHECK(sm.line_col(loop.span.file, loop.span.begin).line == 7);
+    REQUIRE(loop.call_path.size() == 1);
+    REQUIRE(loop.regions.size() == 1);
+    CHECK(loop.regions[0].args == std::vector<ValueId>{4, 5});
+    CHECK(f.names[4] == "i");
+    CHECK(loop.regions[0].ops[0].inserted);
+    CHECK(loop.regions[0].ops[0].reason == "why not");
+    CHECK(loop.regions[0].ops[0].axes == axis_bit(0));
+    CHECK(loop.regions[0].ops[1].reason.empty());
+}
+
+TEST_CASE("malformed GIR text is E0712 at the offending token", "[gir][parse]") {
+    struct Case {
+        const char* text;
+        const char* error;  // "line:col: message" (a prefix of it)
+    };
+    const Case cases[] = {
+        {"func @f() {\n  %0 = frobnicate : f32\n}\n", "2:8: `frobnicate` is not a GIR op"},
+        {"func @f() -> (f32) {\n  return %3\n}\n", "2:10: value %3 is used and never defined"},
+        {"func @f(%0: Tensor f32 [8] on Pad) {\n}\n", "1:31: no mesh `Pad` is declared above"},
+        {"mesh Pod = [data: 2]\nfunc @f(%0: Tensor f32 [8] on Pod with {0: model}) {\n}\n",
+         "2:44: mesh `Pod` has no axis `model`"},
+        {"mesh Pod = [data: 2]\nfunc @f(%0: Tensor f32 [8] on Pod with {1: data}) {\n}\n",
+         "2:41: dim 1 is not a dim of a rank-1 tensor"},
+        {"func @f() {\n  call @g()\n}\n", "2:9: no function `@g` is defined in this module"},
+        {"func @f() {\n  %0 = constant 1 : f32\n  %0 = constant 2 : f32\n}\n", "3:3: value %0 is defined twice"},
+        {"func @f() {\n  %0 = constant 1 : f32\n", "1:12: function `@f` is not closed with `}`"},
+        {"func @f() -> (i64) {\n  %0 = constant 1 : f32\n  return %0\n}\n",
+         "3:10: result 0 is %0, of type f32, and the header says i64"},
+        {"func @f() {\n}\nfunc @f() {\n}\n", "3:7: function `@f` is defined twice"},
+        {"func @f() {\n  %0 = constant 1 : f32  @0:3\n}\n", "2:27: lines and columns count from 1"},
+        {"func @f() {\n  %0 = constant 1 : f32\n  %1 = if %0 : f32\n}\n", "4:1: expected `region(` here"},
+        {"tensor x\n", "1:1: expected `device`, `mesh`, `arg` or `func`"},
+        {"func @f() {\n  %0 = load arg \"data\" \"x.npy\" : f32\n}\n",
+         "2:17: no program argument \"data\" is declared above"},
+        {"func @f() {\n  %0 = constant 1 : f32  @/a.msh:1:1+2 via @q\n}\n", "2:45: expected a position"},
+    };
+    for (const Case& c : cases) {
+        SourceManager sm;
+        Read r = read_gir(sm, c.text);
+        INFO(c.text);
+        CHECK_FALSE(r.module);
+        CHECK(r.errors.rfind(c.error, 0) == 0);
+        if (r.errors.rfind(c.error, 0) != 0) WARN(r.errors);
+    }
 }
