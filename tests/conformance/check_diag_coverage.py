@@ -17,7 +17,7 @@ def main():
     tested = set()
     for dirpath, _, names in os.walk(os.path.join(args.root, "tests/lit")):
         for n in names:
-            if not n.endswith(".msh"):
+            if not n.endswith((".msh", ".gir")):
                 continue
             text = open(os.path.join(dirpath, n), encoding="utf-8", errors="replace").read()
             tested.update(re.findall(r"expected-(?:error|warning)\S*\s+([EW]\d{4})", text))
