@@ -131,8 +131,15 @@ std::string tensor_name(const ir::Function& f, const ir::Op& op, size_t i) {
     ir::ValueId r = op.results[i];
     if (!f.derived.empty()) {
         size_t offset = f.derived == "value_and_grad" ? 1 : 0;
+        // The loss leaves its mesh on the way out (a `place` of the all_reduce's result).
+        std::vector<ir::ValueId> placed;
+        for (const ir::Op& o : f.ops) {
+            if (o.kind == OpKind::Place && o.operands.size() == 1 && o.operands[0] == r && o.results.size() == 1) {
+                placed.push_back(o.results[0]);
+            }
+        }
         for (size_t k = 0; k < f.results.size(); ++k) {
-            if (f.results[k] != r) continue;
+            if (f.results[k] != r && std::find(placed.begin(), placed.end(), f.results[k]) == placed.end()) continue;
             if (k < offset) return "the value";
             size_t p = k - offset;
             if (p < f.params.size() && f.params[p] < f.names.size() && !f.names[f.params[p]].empty()) {
