@@ -246,7 +246,25 @@ field
   ;
 
 fn
-  : "fn" IDENT opt_generics "(" params ")" opt_ret opt_where block
+  : "fn" IDENT opt_generics "(" params ")" opt_ret opt_effect opt_where block
+  ;
+
+// `! nocomm` or `! comm(axis [<= dim], ...)`: the function's communication effect
+// (`nocomm` and `comm` are identifiers; meshc checks which).
+opt_effect
+  : %empty
+  | "!" IDENT
+  | "!" IDENT "(" effect_axes opt_comma ")"
+  ;
+
+effect_axes
+  : effect_axis
+  | effect_axes "," effect_axis
+  ;
+
+effect_axis
+  : IDENT
+  | IDENT "<=" dim
   ;
 
 params

@@ -33,6 +33,7 @@
 #include "lsp/lsp.h"
 #include "ir/gir.h"
 #include "sema/mesh.h"
+#include "sema/effects.h"
 #include "sema/explain.h"
 #include "sema/rebind.h"
 #include "spmd/spmd.h"
@@ -79,6 +80,7 @@ struct CheckOptions {
     bool verify_each = false;             // --verify-each: the IR verifier after every pass
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
+    bool explain_effects = false;  // explain --effects: each function's communication effect
     std::string stdlib_dir;
     ErrorFormat error_format = ErrorFormat::Human;
     bool color = false;          // --color (auto: stderr is a terminal and NO_COLOR unset)
@@ -736,7 +738,9 @@ int run_check(const CheckOptions& options) {
                 continue;
             }
         }
-        if (options.explain_format == "json") {
+        if (options.explain_effects) {
+            sema::print_effects(std::cout, sources, program, gir, options.explain_format == "json");
+        } else if (options.explain_format == "json") {
             sema::explain_json(std::cout, sources, gir, options.explain_fn, program.modules.front()->file);
         } else if (options.explain_format == "text") {
             sema::explain_text(std::cout, sources, gir, options.explain_fn, program.modules.front()->file);
@@ -959,6 +963,9 @@ int main(int argc, char** argv) {
         "explain", "Show each value's layout and each collective the checker chose");
     explain_cmd->add_option("files", explain.files, "Source files (.msh)")->required();
     explain_cmd->add_option("--fn", explain.explain_fn, "Only this function (all its instances)");
+    explain_cmd->add_flag("--effects", explain.explain_effects,
+                          "Print each function's communication effect (the axes it communicates over, the bytes per "
+                          "device per call) and its declaration");
     explain_cmd->add_option("--mesh", explain.meshes,
                             "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable)")
         ->allow_extra_args(false);

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "ir/gir_parse.h"
+#include "sema/effects.h"
 #include "sema/infer.h"
 #include "sema/lint.h"
 #include "sema/rebind.h"
@@ -39,6 +40,8 @@ const std::vector<PassInfo>& passes() {
         {"autodiff", Form::Gir, Form::Gir, "turns every `grad` and `value_and_grad` into forward and backward functions"},
         {"combine-collectives", Form::Gir, Form::Gir,
          "combines the gradient all_reduces of a backward pass that run over the same axes"},
+        {"effects", Form::Gir, Form::Gir,
+         "checks the declared communication effects (`! nocomm`, `! comm(...)`) of each function and its backward pass"},
         {"lint", Form::Gir, Form::Gir, "the cost model's warnings (W0001...) and the --memory budget (E0709)"},
         {"partition", Form::Gir, Form::Local,
          "SPMD partitioning: every value's per-device shape, every collective's device group"},
@@ -184,6 +187,10 @@ bool run_pass(State& s, const Options& o, const PassInfo& pass) {
         transform::combine_collectives(*s.gir);
         return !(o.verify || o.verify_each) || verified(s, "combine-collectives");
     }
+    if (name == "effects") {
+        sema::check_effects(s.sources, *s.program, *s.gir, s.diags);
+        return !s.diags.has_errors();
+    }
     if (name == "lint") {
         sema::LintOptions lo;
         lo.memory_budget = o.memory_budget;
@@ -205,15 +212,17 @@ bool can_run(State& s, const PassInfo& pass, bool from_gir) {
         if (from_gir) why = "it reads the source file, and `meshc opt` starts from GIR";
     } else if (from_gir && pass.in != Form::Gir) {
         why = "it reads the syntax tree, and `meshc opt` starts from GIR";
-    } else if (from_gir && pass.name == "lint") {
-        why = "its warnings need the program's syntax tree as well as its GIR, and `meshc opt` starts from GIR";
+    } else if (from_gir && (pass.name == "lint" || pass.name == "effects")) {
+        why = pass.name == "lint"
+                  ? "its warnings need the program's syntax tree as well as its GIR, and `meshc opt` starts from GIR"
+                  : "the effects it checks are declared in the program's syntax tree, and `meshc opt` starts from GIR";
     } else if (pass.in != s.form) {
         why = fmt::format("it reads the {} and the pipeline holds the {} here", form_name(pass.in), form_name(s.form));
     }
     if (why.empty()) return true;
     std::string runnable;
     for (const PassInfo& p : passes()) {
-        if (p.in == Form::Gir && p.name != "lint") runnable += (runnable.empty() ? "" : ", ") + std::string(p.name);
+        if (p.in == Form::Gir && p.name != "lint" && p.name != "effects") runnable += (runnable.empty() ? "" : ", ") + std::string(p.name);
     }
     s.diags.emit(DiagCode::E0713, {}, fmt::format("pass `{}` cannot run here: {}", pass.name, why))
         .note(fmt::format("the passes that run on GIR text: {}", runnable));

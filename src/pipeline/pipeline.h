@@ -11,6 +11,7 @@
 //   infer       syntax tree -> GIR: types, layouts, inserted collectives
 //   autodiff    GIR -> GIR: every `grad` becomes forward and backward functions
 //   combine-collectives  GIR -> GIR: a backward pass's gradient all_reduces combined
+//   effects     the declared communication effects checked (`! nocomm`, `! comm(...)`)
 //   lint        the cost model's warnings and the memory budget (reads the GIR)
 //   partition   GIR -> local IR: per-device shapes and device groups (SPMD)
 //

@@ -214,6 +214,21 @@ struct MeshAxisDecl {
     Span span;
 };
 
+/// A function's communication effect, after its result type (docs/language.md, "Effects"):
+/// `! nocomm`, or `! comm(model, data <= 4 * B * D)`: collectives over these axes only,
+/// each device sending at most the bound (bytes, a dim expression of the function's sizes)
+/// over an axis that has one.
+struct EffectAxis {
+    Ident axis;
+    const Dim* bound = nullptr;  // null: no bound
+};
+struct Effect {
+    bool declared = false;
+    bool nocomm = false;
+    std::vector<EffectAxis> axes;  // comm(...)
+    Span span;                     // from `!` to the end
+};
+
 enum class ItemKind : uint8_t { Import, Mesh, Struct, Fn };
 
 struct Item {
@@ -229,6 +244,7 @@ struct Item {
     std::vector<Param> fields;              // Struct
     std::vector<Param> params;              // Fn
     const Type* result = nullptr;           // Fn (null: returns nothing)
+    Effect effect;                          // Fn: `! nocomm`, `! comm(...)` (declared: false when not written)
     std::vector<Constraint> where;          // Fn
     const Block* body = nullptr;            // Fn
 };

@@ -152,6 +152,16 @@ private:
                 line(d + 1, fmt::format("Param {}: {}", p.name.name, type_to_string(*p.type)), p.span);
             }
             if (it.result) line(d + 1, "Result " + type_to_string(*it.result), it.result->span);
+            if (it.effect.declared) {
+                std::string e = it.effect.nocomm ? "nocomm" : "comm(";
+                for (size_t i = 0; i < it.effect.axes.size(); ++i) {
+                    const EffectAxis& a = it.effect.axes[i];
+                    e += (i ? ", " : "") + std::string(a.axis.name);
+                    if (a.bound) e += " <= " + dim_to_string(*a.bound);
+                }
+                if (!it.effect.nocomm) e += ")";
+                line(d + 1, "Effect " + e, it.effect.span);
+            }
             for (const Constraint& c : it.where) {
                 line(d + 1, fmt::format("Where {} {} {}", dim_to_string(*c.lhs),
                                         cmp_op_spelling(c.op), dim_to_string(*c.rhs)), c.span);

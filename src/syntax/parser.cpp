@@ -570,6 +570,46 @@ private:
         return parse_named_types(item.fields, TokenKind::RBrace, "the struct's fields");
     }
 
+    /// `! nocomm` or `! comm(axis [<= dim], ...)`; `nocomm` and `comm` are names here only.
+    bool parse_effect(Effect& effect) {
+        uint32_t begin = tok().begin;
+        bump();  // `!`
+        effect.declared = true;
+        auto word = expect_ident("`nocomm` or `comm(...)` after `!` (the function's communication effect)");
+        if (!word) return false;
+        if (word->name == "nocomm") {
+            effect.nocomm = true;
+        } else if (word->name == "comm") {
+            if (!expect(TokenKind::LParen, "after `comm`: the axes it may communicate over, `comm(model)`")) return false;
+            bool ok = comma_list(TokenKind::RParen, "the axes of `comm(...)`", [&] {
+                auto axis = expect_ident("a mesh axis");
+                if (!axis) return false;
+                EffectAxis e{*axis, nullptr};
+                if (cmp_op_of(kind()) == CmpOp::Le) {
+                    bump();
+                    e.bound = parse_dim();
+                    if (!e.bound) return false;
+                }
+                effect.axes.push_back(e);
+                return true;
+            });
+            if (!ok) return false;
+            if (effect.axes.empty()) {
+                diags_.emit(DiagCode::E0104, span_from(begin), "`comm()` names no axis")
+                    .note("a function that does not communicate is `! nocomm`");
+                return false;
+            }
+        } else {
+            diags_.emit(DiagCode::E0104, word->span,
+                        fmt::format("expected `nocomm` or `comm(...)` after `!`, found `{}`", word->name))
+                .note("a communication effect: `! nocomm`, `! comm(model)`, `! comm(model <= 4 * B * D)`");
+            last_error_pos_ = pos_;
+            return false;
+        }
+        effect.span = span_from(begin);
+        return true;
+    }
+
     bool parse_fn(Item& item) {
         item.kind = ItemKind::Fn;
         bump();
@@ -583,6 +623,7 @@ private:
             item.result = parse_type();
             if (!item.result) return false;
         }
+        if (at(TokenKind::Bang) && !parse_effect(item.effect)) return false;
         if (eat(TokenKind::KwWhere)) {
             if (at(TokenKind::LBrace)) {
                 expected("a constraint after `where`");
