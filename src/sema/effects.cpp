@@ -294,6 +294,35 @@ const ast::Item* item_holding(const ItemIndex& index, Span span) {
     return item;
 }
 
+/// The op that made `v`'s pending sum: back through the ops that only carry it (element-
+/// wise, reshapes, broadcasts) to the contraction or reduction that left it; the maker of
+/// `v` itself when `v` is not partial.
+const ir::Op* pending_origin(const ir::Function& f, const std::map<ir::ValueId, const ir::Op*>& made_by, ir::ValueId v) {
+    auto it = made_by.find(v);
+    if (it == made_by.end()) return nullptr;
+    const ir::Op* op = it->second;
+    for (int steps = 0; steps < 10000; ++steps) {
+        if (v >= f.types.size() || f.types[v].layout.partial == 0) return op;
+        if (op->kind == OpKind::Contract || op->kind == OpKind::Reduce || op->kind == OpKind::MakePartial ||
+            op->kind == OpKind::Embedding) {
+            return op;
+        }
+        // A carrier: follow the operand with the same pending sum.
+        ir::ValueId next = ir::kNoValue;
+        for (ir::ValueId o : op->operands) {
+            if (o < f.types.size() && (f.types[o].layout.partial & f.types[v].layout.partial)) {
+                next = o;
+                break;
+            }
+        }
+        auto m = next == ir::kNoValue ? made_by.end() : made_by.find(next);
+        if (m == made_by.end()) return op;
+        v = next;
+        op = m->second;
+    }
+    return op;
+}
+
 /// The backward pass of a layer autodiff inlined into a derived function: its collectives
 /// are the layer's, so they are checked against the layer's declared axes (Megatron's
 /// column-parallel layer, local forward, an all_reduce of dx in its backward).
@@ -315,8 +344,17 @@ void check_inlined(const SourceManager& sources, const Program& program, const i
             if (!traffic) return;
             const ast::Item* owner = nullptr;
             const ir::Op* at = &op;
-            std::vector<const ir::Op*> candidates{&op};
-            if (!op.operands.empty() && made_by.count(op.operands[0])) candidates.push_back(made_by[op.operands[0]]);
+            // An inserted backward collective is the transpose of a coercion, which may be
+            // its caller's (at a call site) though autodiff places it at the value it
+            // differentiates: it is charged to the layer whose backward op made its operand.
+            std::vector<const ir::Op*> candidates;
+            if (!op.backward || !op.inserted) candidates.push_back(&op);
+            // (Backward collectives only: a forward coercion at a call site is the caller's.)
+            if (op.backward && !op.operands.empty()) {
+                if (const ir::Op* origin = pending_origin(f, made_by, op.operands[0]); origin && origin->backward) {
+                    candidates.push_back(origin);
+                }
+            }
             for (const ir::Op* c : candidates) {
                 if (c->call_path.empty()) continue;  // not inlined from a callee
                 const ast::Item* o = item_holding(index, c->span);
