@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "sema/builtins.h"
+#include "sema/effects.h"
 #include "sema/explain.h"
 #include "syntax/lexer.h"
 
@@ -622,13 +623,16 @@ json hover(const Analysis& a, Positions& pos, uint32_t offset) {
             md = "```mesh\n" + item_header(a, *item) + "\n```" + doc_of(*item);
             if (item->kind == ast::ItemKind::Fn && a.gir) {
                 std::vector<std::string> lines;
-                for (const ir::Function& f : a.gir->functions) {
+                std::vector<sema::CommEffect> effects = sema::infer_effects(*a.gir);
+                for (size_t i = 0; i < a.gir->functions.size(); ++i) {
+                    const ir::Function& f = a.gir->functions[i];
                     if (f.name != item->name.name || !contains(item->span, f.span)) continue;
                     sema::FunctionTotals t = sema::function_totals(*a.gir, f);
-                    lines.push_back(fmt::format("- `{}`{}: {:g} collective{}, {:.0f} bytes sent per device, {}",
+                    // Its effect (docs/language.md, "Effects"), callees included.
+                    lines.push_back(fmt::format("- `{}`{}: {:g} collective{}, {:.0f} bytes sent per device, {}; effect `{}`",
                                                 ir::function_label(f), f.derived.empty() ? "" : " (" + f.derived + ")",
                                                 t.collectives, t.collectives == 1 ? "" : "s", t.bytes_sent,
-                                                seconds(t.seconds)));
+                                                seconds(t.seconds), sema::effect_to_string(effects[i])));
                 }
                 if (!lines.empty()) md += fmt::format("\n\n**instances**\n\n{}", fmt::join(lines, "\n"));
                 // On a call: the collectives the call runs.

@@ -76,6 +76,22 @@ fn main() {
 }
 """
 
+# Effects (docs/language.md, "Effects"): hover on a function shows its declaration and
+# each instance's inferred effect. `row`'s all_reduce over model of f32 [4, 8] sends
+# 2(n-1)/n * 128 = 128 bytes per device at n = 2.
+EFFECTS = """\
+mesh Pod = [model: 2];
+fn row(h: Tensor f32 [B, H] on Pod with {H: model}, w: Tensor f32 [H, D] on Pod with {H: model})
+    -> Tensor f32 [B, D] on Pod ! comm(model <= 4 * B * D) {
+    h @ w
+}
+fn main() {
+    let h: Tensor f32 [4, 16] on Pod with {1: model} = ones([4, 16]);
+    let w: Tensor f32 [16, 8] on Pod with {0: model} = ones([16, 8]);
+    print(sum(row(h, w)));
+}
+"""
+
 USES_STD = """\
 import std.nn;
 mesh Pod = [data: 2, model: 1];
@@ -264,6 +280,12 @@ def main():
     check("element type (`Float`) `T`" in text and "T = bf16" in text and "T = f32" in text,
           "hover on a generic element type: its kind and its instances' types", text)
     c.notify("textDocument/didClose", {"textDocument": {"uri": et_uri}})
+
+    eff_uri = open_checked("effects.msh", EFFECTS, "the effects program checks")
+    text = hover_text(eff_uri, EFFECTS, "row(h: T")
+    check("! comm(model <= 4 * B * D)" in text and "effect `! comm(model <= 128 bytes)`" in text,
+          "hover on a function: its declared effect and each instance's inferred one", text)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": eff_uri}})
 
     # ------------------------------------------------------------ definition, references
     def loc_at(result):
