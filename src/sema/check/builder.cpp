@@ -372,7 +372,7 @@ ValueId FunctionBuilder::collective(ir::OpKind kind, ValueId v, AxisSet axes, in
     bool communicates = kind != ir::OpKind::LocalSlice && kind != ir::OpKind::MakePartial;
     const Mesh* mesh = mesh_of(t);
     if (communicates && inserted && mesh && mesh->group_size(axes) > 1 && !plan_reported_ &&
-        (in_.options_.strict_comm || explicit_comm_)) {
+        (in_.options_.strict_comm || explicit_comm_) && !permitted(*mesh, axes)) {
         const TensorType& in_type = type(v);
         int64_t bytes = kind == ir::OpKind::AllGather ? t.local_bytes(mesh) : in_type.local_bytes(mesh);
         auto& d = in_.diags_->emit(
@@ -509,7 +509,7 @@ ValueId FunctionBuilder::plan_coercion_once(ValueId v, int32_t mesh_index, const
         std::vector<std::string> parts;
         TensorType t = plan_type(v);
         for (const ir::ReshardStep& s : steps) {
-            if (ir::communicates(s.kind) && mesh.group_size(s.axes) > 1) {
+            if (ir::communicates(s.kind) && mesh.group_size(s.axes) > 1 && !permitted(mesh, s.axes)) {
                 parts.push_back(fmt::format("{} {} over ({}) of {} per-device bytes",
                                             s.kind == ir::OpKind::ReduceScatter ? "a" : "an", ir::op_name(s.kind),
                                             mesh.axis_names(s.axes), ir::step_bytes(s, t, mesh)));

@@ -354,6 +354,18 @@ private:
     std::shared_ptr<AggType> result_type_;
     std::vector<std::vector<std::string_view>> dim_names_;
     bool explicit_comm_ = false;
+    /// Under --strict-comm, a declared effect (`! comm(model)`) is the permission to
+    /// communicate over the axes it names (docs/language.md, "Effects").
+    bool permitted(const ir::Mesh& mesh, AxisSet axes) const {
+        if (!item_.effect.declared || explicit_comm_) return false;
+        for (size_t a = 0; a < mesh.axes.size(); ++a) {
+            if (!(axes & ir::axis_bit(a))) continue;
+            bool named = false;
+            for (const ast::EffectAxis& e : item_.effect.axes) named = named || e.axis.name == mesh.axes[a].name;
+            if (!named) return false;
+        }
+        return true;
+    }
     bool plan_reported_ = false;  // a coercion's E0406 is reported for its whole plan
     const Expr* statement_call_ = nullptr;  // a call whose value is discarded
     const Expr* call_site_ = nullptr;       // while computing a callee's types at a call
