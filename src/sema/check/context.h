@@ -141,6 +141,8 @@ struct Val {
     static Val tensor(ValueId v) { return Val{Tensor, v}; }
 };
 
+inline bool is_aggregate(const Val& v) { return v.kind == Val::Tuple || v.kind == Val::Struct; }
+
 // The type of a parameter, result, field or annotation: a tensor, or an aggregate of them.
 struct AggType {
     enum Kind { Tensor, Tuple, Struct } kind = Tensor;

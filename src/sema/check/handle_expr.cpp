@@ -28,7 +28,6 @@ ValueId FunctionBuilder::lower_expr(const Expr& e) { return tensor_of(eval(e), e
 }
 
 namespace {
-bool is_aggregate(const Val& v) { return v.kind == Val::Tuple || v.kind == Val::Struct; }
 }  // namespace
 
 Val FunctionBuilder::leafwise(const std::vector<Val>& operands, Span span, std::string_view what,

@@ -7,7 +7,6 @@ namespace meshc::sema::check {
 
 namespace {
 
-bool is_aggregate(const Val& v) { return v.kind == Val::Tuple || v.kind == Val::Struct; }
 
 // Operands given to the element-wise handlers for the duration of one application.
 class OperandScope {
