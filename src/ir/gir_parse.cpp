@@ -651,17 +651,7 @@ private:
         FnState s;
         s.f = &f;
         expect('(');
-        if (!eat(')')) {
-            do {
-                size_t at = here();
-                ValueId v = value();
-                std::string name = name_comment();
-                expect(':');
-                define(s, v, type(), std::move(name), at);
-                f.params.push_back(v);
-            } while (eat(','));
-            expect(')');
-        }
+        typed_values(s, f.params);
         std::vector<TensorType> result_types;
         if (eat("->")) {
             expect('(');
@@ -740,20 +730,25 @@ private:
         }
     }
 
+    /// `%0 /*x*/: T, %1: U)` (a function's parameters, a region's arguments), each
+    /// defined with its type, up to and including the `)`.
+    void typed_values(FnState& s, std::vector<ValueId>& out) {
+        if (eat(')')) return;
+        do {
+            size_t at = here();
+            ValueId v = value();
+            std::string name = name_comment();
+            expect(':');
+            define(s, v, type(), std::move(name), at);
+            out.push_back(v);
+        } while (eat(','));
+        expect(')');
+    }
+
     /// `region(%5: T, ...) {`, the region's ops, `yield ...`, `}`.
     void region(FnState& s, Region& r) {
         expect("region(");
-        if (!eat(')')) {
-            do {
-                size_t at = here();
-                ValueId v = value();
-                std::string name = name_comment();
-                expect(':');
-                define(s, v, type(), std::move(name), at);
-                r.args.push_back(v);
-            } while (eat(','));
-            expect(')');
-        }
+        typed_values(s, r.args);
         expect('{');
         expect_end();
         size_t at = here();

@@ -19,14 +19,6 @@ namespace {
 
 using ir::OpKind;
 
-std::map<ir::ValueId, double> effect_constants_of(const ir::Function& f) {
-    std::map<ir::ValueId, double> out;
-    ir::for_each_op(f.ops, [&](const ir::Op& op) {
-        if (op.kind == OpKind::Constant && !op.results.empty()) out[op.results[0]] = op.number;
-    });
-    return out;
-}
-
 /// One collective as an effect: the names of its axes and the bytes each device sends.
 struct Traffic {
     std::vector<std::string> axes;
@@ -55,29 +47,15 @@ using Visit = std::function<void(const ir::Function&, const ir::Op&, const Traff
 void walk(const ir::Module& module, const ir::Function& fn, double times, std::vector<Span>& calls, bool& exact,
           const Visit& visit, int depth = 0) {
     if (depth > 200) return;  // no recursion in Mesh; a guard all the same
-    auto constants = effect_constants_of(fn);
-    std::function<void(const std::vector<ir::Op>&, double)> ops = [&](const std::vector<ir::Op>& list, double t) {
-        for (const ir::Op& op : list) {
-            if (auto traffic = traffic_of(module, fn, op)) visit(fn, op, *traffic, t, calls);
-            if ((op.kind == OpKind::Call || op.kind == OpKind::Grad) && op.callee >= 0 &&
-                static_cast<size_t>(op.callee) < module.functions.size()) {
-                calls.push_back(op.span);
-                walk(module, module.functions[static_cast<size_t>(op.callee)], t, calls, exact, visit, depth + 1);
-                calls.pop_back();
-            }
-            double inner = t;
-            if (op.kind == OpKind::For && op.operands.size() >= 2) {
-                auto lo = constants.find(op.operands[0]), hi = constants.find(op.operands[1]);
-                if (lo != constants.end() && hi != constants.end()) {
-                    inner = t * std::max(0.0, hi->second - lo->second);
-                } else {
-                    exact = false;
-                }
-            }
-            for (const ir::Region& r : op.regions) ops(r.ops, inner);
+    for_each_counted(fn.ops, constants_of(fn), times, exact, [&](const ir::Op& op, double t) {
+        if (auto traffic = traffic_of(module, fn, op)) visit(fn, op, *traffic, t, calls);
+        if ((op.kind == OpKind::Call || op.kind == OpKind::Grad) && op.callee >= 0 &&
+            static_cast<size_t>(op.callee) < module.functions.size()) {
+            calls.push_back(op.span);
+            walk(module, module.functions[static_cast<size_t>(op.callee)], t, calls, exact, visit, depth + 1);
+            calls.pop_back();
         }
-    };
-    ops(fn.ops, times);
+    });
 }
 
 /// The function item each GIR function instance comes from (by its name's position).

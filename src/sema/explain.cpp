@@ -167,7 +167,8 @@ std::string shapes_of(const ir::Function& f, const ir::Op& op) {
 
 std::string pass_of(const ir::Op& op) { return op.backward ? "backward" : "forward"; }
 
-/// Constant values of a function (loop bounds), any nesting.
+}  // namespace
+
 std::map<ir::ValueId, double> constants_of(const ir::Function& f) {
     std::map<ir::ValueId, double> out;
     ir::for_each_op(f.ops, [&](const ir::Op& op) {
@@ -176,9 +177,6 @@ std::map<ir::ValueId, double> constants_of(const ir::Function& f) {
     return out;
 }
 
-/// Calls fn(op, times) for every op of `ops` (nested ones too), where `times` is how often
-/// it runs per run of the function: the product of the enclosing loops' trip counts (a
-/// loop whose bounds are not constants counts once, and `exact` becomes false).
 void for_each_counted(const std::vector<ir::Op>& ops, const std::map<ir::ValueId, double>& constants, double times,
                       bool& exact, const std::function<void(const ir::Op&, double)>& fn) {
     for (const ir::Op& op : ops) {
@@ -195,6 +193,8 @@ void for_each_counted(const std::vector<ir::Op>& ops, const std::map<ir::ValueId
         for (const ir::Region& r : op.regions) for_each_counted(r.ops, constants, inner, exact, fn);
     }
 }
+
+namespace {
 
 int64_t value_bytes(const ir::Module& module, const ir::Function& f, ir::ValueId v) {
     if (v >= f.types.size()) return 0;

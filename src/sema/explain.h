@@ -3,6 +3,9 @@
 // output: a stream. Costs come from the cost model (cost_model.h).
 #pragma once
 
+#include <functional>
+#include <map>
+
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -28,6 +31,14 @@ struct CollectiveInfo {
 /// The kind, buffer and cost of an all_reduce, reduce_scatter, all_gather or all_to_all
 /// of `function`; nullopt for every other op (local slices and make_partial are free) and
 /// for ops whose types the verifier would reject.
+/// Constant values of a function (loop bounds), any nesting.
+std::map<ir::ValueId, double> constants_of(const ir::Function& f);
+/// Calls fn(op, times) for every op of `ops` (nested ones too), where `times` is how often
+/// it runs per run of the function: the product of the enclosing loops' trip counts (a
+/// loop whose bounds are not constants counts once, and `exact` becomes false).
+void for_each_counted(const std::vector<ir::Op>& ops, const std::map<ir::ValueId, double>& constants, double times,
+                      bool& exact, const std::function<void(const ir::Op&, double)>& fn);
+
 std::optional<CollectiveInfo> collective_info(const ir::Module& module, const ir::Function& function,
                                               const ir::Op& op);
 
