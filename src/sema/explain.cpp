@@ -215,62 +215,88 @@ ProgramFacts analyse_program(const ir::Module& module) {
     // own peak adds its results and what runs inside it (a callee's peak, a region's).
     facts.peak_parts.assign(n, MemoryBreakdown{});
     std::function<int64_t(size_t)> peak_of;
-    // Per function: values made by forward ops that backward ops read (saved activations).
-    std::function<MemoryBreakdown(const ir::Function&, const std::vector<ir::Op>&, const std::vector<ir::ValueId>&,
-                                  const std::vector<ir::ValueId>&, const std::set<ir::ValueId>&,
-                                  const std::set<ir::ValueId>&)>
-        block_peak = [&](const ir::Function& f, const std::vector<ir::Op>& ops, const std::vector<ir::ValueId>& args,
-                         const std::vector<ir::ValueId>& kept, const std::set<ir::ValueId>& saved,
-                         const std::set<ir::ValueId>& state) -> MemoryBreakdown {
-        std::map<ir::ValueId, size_t> last;
-        std::map<ir::ValueId, size_t> def;
-        for (ir::ValueId a : args) def[a] = 0;
+    // Per function, by value: its bytes per device (-1: not computed yet), its kind
+    // (state: parameters and a loop's carried values; saved: forward values the backward
+    // ops read), and scratch for the block being swept (its last use there).
+    constexpr uint8_t kTemporary = 0, kSaved = 1, kState = 2;
+    struct Values {
+        std::vector<int64_t> bytes;
+        std::vector<uint8_t> kind;
+        std::vector<size_t> last;
+    };
+    constexpr size_t kUnused = static_cast<size_t>(-1);
+    std::function<MemoryBreakdown(const ir::Function&, Values&, const std::vector<ir::Op>&,
+                                  const std::vector<ir::ValueId>&, const std::vector<ir::ValueId>&)>
+        block_peak = [&](const ir::Function& f, Values& vals, const std::vector<ir::Op>& ops,
+                         const std::vector<ir::ValueId>& args, const std::vector<ir::ValueId>& kept) -> MemoryBreakdown {
+        auto bytes = [&](ir::ValueId v) -> int64_t {
+            if (v >= vals.bytes.size()) return 0;
+            if (vals.bytes[v] < 0) vals.bytes[v] = value_bytes(module, f, v);
+            return vals.bytes[v];
+        };
+        auto add_to = [&](MemoryBreakdown& m, ir::ValueId v, int64_t sign) {
+            int64_t b = sign * bytes(v);
+            uint8_t k = v < vals.kind.size() ? vals.kind[v] : kTemporary;
+            (k == kState ? m.state : k == kSaved ? m.saved : m.temporaries) += b;
+        };
+        // The values this block defines (its arguments first), and their last uses here.
+        std::vector<std::pair<ir::ValueId, size_t>> defs;
+        for (ir::ValueId a : args) defs.emplace_back(a, 0);
         for (size_t i = 0; i < ops.size(); ++i) {
-            for (ir::ValueId r : ops[i].results) def[r] = i;
+            for (ir::ValueId r : ops[i].results) defs.emplace_back(r, i);
+        }
+        auto note = [&](ir::ValueId v, size_t i) {
+            if (v < vals.last.size()) vals.last[v] = i;
+        };
+        for (size_t i = 0; i < ops.size(); ++i) {
             auto use = [&](const ir::Op& o) {
-                for (ir::ValueId v : o.operands) last[v] = i;
+                for (ir::ValueId v : o.operands) note(v, i);
                 for (const ir::Region& r : o.regions) {
-                    for (ir::ValueId y : r.yields) last[y] = i;
+                    for (ir::ValueId y : r.yields) note(y, i);
                 }
             };
             use(ops[i]);
             for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, use);
         }
-        for (ir::ValueId v : kept) last[v] = ops.size();
-        auto add = [&](MemoryBreakdown& m, ir::ValueId v) {
-            int64_t b = value_bytes(module, f, v);
-            if (state.count(v)) m.state += b;
-            else if (saved.count(v)) m.saved += b;
-            else m.temporaries += b;
-        };
+        for (ir::ValueId v : kept) note(v, ops.size());
         MemoryBreakdown peak;
-        for (ir::ValueId a : args) add(peak, a);
+        for (ir::ValueId a : args) add_to(peak, a, 1);
         // What is live before op i: an argument from the start, a result from the op after
         // the one that makes it, each until its last use (a sweep over interval ends).
         const size_t m = ops.size();
         std::vector<MemoryBreakdown> delta(m + 1);
-        const std::set<ir::ValueId> arg_set(args.begin(), args.end());
-        for (const auto& [v, d] : def) {
-            auto l = last.find(v);
-            if (l == last.end() || m == 0) continue;
-            size_t from = d == 0 && arg_set.count(v) ? 0 : d + 1;
-            size_t to = std::min(l->second, m - 1);
+        const size_t nargs = args.size();
+        for (size_t k = 0; k < defs.size(); ++k) {
+            auto [v, d] = defs[k];
+            if (v >= vals.last.size()) continue;
+            size_t l = vals.last[v];
+            vals.last[v] = kUnused;  // scratch: clean for the next block
+            if (l == kUnused || m == 0) continue;
+            size_t from = k < nargs ? 0 : d + 1;
+            size_t to = std::min(l, m - 1);
             if (from > to) continue;
-            MemoryBreakdown one;
-            add(one, v);
-            for (auto [at, sign] : {std::pair{from, int64_t(1)}, std::pair{to + 1, int64_t(-1)}}) {
-                delta[at].state += sign * one.state;
-                delta[at].saved += sign * one.saved;
-                delta[at].temporaries += sign * one.temporaries;
-            }
+            add_to(delta[from], v, 1);
+            add_to(delta[to + 1], v, -1);
         }
+        // Values of outer blocks used here keep a last use in the scratch: clear it.
+        for (size_t i = 0; i < ops.size(); ++i) {
+            auto clear = [&](const ir::Op& o) {
+                for (ir::ValueId v : o.operands) note(v, kUnused);
+                for (const ir::Region& r : o.regions) {
+                    for (ir::ValueId y : r.yields) note(y, kUnused);
+                }
+            };
+            clear(ops[i]);
+            for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, clear);
+        }
+        for (ir::ValueId v : kept) note(v, kUnused);
         MemoryBreakdown live;
         for (size_t i = 0; i < ops.size(); ++i) {
             live.state += delta[i].state;
             live.saved += delta[i].saved;
             live.temporaries += delta[i].temporaries;
             MemoryBreakdown here = live;
-            for (ir::ValueId r : ops[i].results) add(here, r);
+            for (ir::ValueId r : ops[i].results) add_to(here, r, 1);
             MemoryBreakdown inner;
             if (ops[i].kind == OpKind::Call && ops[i].callee >= 0 && static_cast<size_t>(ops[i].callee) < n) {
                 size_t callee = static_cast<size_t>(ops[i].callee);
@@ -289,11 +315,17 @@ ProgramFacts analyse_program(const ir::Module& module) {
             for (const ir::Region& r : ops[i].regions) {
                 // A loop's carried values (its region's arguments after the index, and what
                 // it yields) are state: what persists from one iteration to the next.
-                std::set<ir::ValueId> inner_state = state;
+                std::vector<std::pair<ir::ValueId, uint8_t>> was;
                 if (ops[i].kind == OpKind::For) {
-                    for (size_t k = 1; k < r.args.size(); ++k) inner_state.insert(r.args[k]);
+                    for (size_t k = 1; k < r.args.size(); ++k) {
+                        ir::ValueId a = r.args[k];
+                        if (a >= vals.kind.size()) continue;
+                        was.emplace_back(a, vals.kind[a]);
+                        vals.kind[a] = kState;
+                    }
                 }
-                MemoryBreakdown b = block_peak(f, r.ops, r.args, r.yields, saved, inner_state);
+                MemoryBreakdown b = block_peak(f, vals, r.ops, r.args, r.yields);
+                for (auto [a, k] : was) vals.kind[a] = k;
                 if (b.total() > inner.total()) inner = b;
             }
             MemoryBreakdown at{here.state + inner.state, here.saved + inner.saved, here.temporaries + inner.temporaries};
@@ -305,19 +337,30 @@ ProgramFacts analyse_program(const ir::Module& module) {
         if (facts.peak_bytes[fi] >= 0) return facts.peak_bytes[fi];
         facts.peak_bytes[fi] = 0;  // no recursion in GIR; a guard all the same
         const ir::Function& f = module.functions[fi];
-        std::set<ir::ValueId> forward, saved, state(f.params.begin(), f.params.end());
+        Values vals;
+        const size_t nv = f.types.size();
+        vals.bytes.assign(nv, -1);
+        vals.kind.assign(nv, kTemporary);
+        vals.last.assign(nv, kUnused);
         if (!f.derived.empty()) {
+            std::vector<bool> forward(nv, false);
             ir::for_each_op(f.ops, [&](const ir::Op& op) {
-                if (!op.backward) forward.insert(op.results.begin(), op.results.end());
+                if (op.backward) return;
+                for (ir::ValueId r : op.results) {
+                    if (r < nv) forward[r] = true;
+                }
             });
             ir::for_each_op(f.ops, [&](const ir::Op& op) {
                 if (!op.backward) return;
                 for (ir::ValueId v : op.operands) {
-                    if (forward.count(v)) saved.insert(v);
+                    if (v < nv && forward[v]) vals.kind[v] = kSaved;
                 }
             });
         }
-        MemoryBreakdown parts = block_peak(f, f.ops, f.params, f.results, saved, state);
+        for (ir::ValueId p : f.params) {
+            if (p < nv) vals.kind[p] = kState;
+        }
+        MemoryBreakdown parts = block_peak(f, vals, f.ops, f.params, f.results);
         facts.peak_parts[fi] = parts;
         facts.peak_bytes[fi] = parts.total();
         return facts.peak_bytes[fi];

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -68,42 +69,57 @@ bool side_effects(const std::vector<Op>& ops) {
     return false;
 }
 
-/// Removes ops whose results nobody uses and that have no effect, to a fixpoint.
+/// Removes ops whose results nobody uses and that have no effect (and then the ops only
+/// they used): one sweep from the end, since an op's users all come after it.
 void remove_dead_ops(Function& f) {
-    for (bool changed = true; changed;) {
-        changed = false;
-        std::vector<uint32_t> uses(f.types.size(), 0);
-        std::function<void(const std::vector<Op>&)> count = [&](const std::vector<Op>& ops) {
-            for (const Op& op : ops) {
-                for (ValueId v : op.operands) ++uses[v];
-                for (const Region& r : op.regions) {
-                    count(r.ops);
-                    for (ValueId y : r.yields) ++uses[y];
-                }
+    std::vector<uint32_t> uses(f.types.size(), 0);
+    std::function<void(const std::vector<Op>&)> count = [&](const std::vector<Op>& ops) {
+        for (const Op& op : ops) {
+            for (ValueId v : op.operands) ++uses[v];
+            for (const Region& r : op.regions) {
+                count(r.ops);
+                for (ValueId y : r.yields) ++uses[y];
             }
-        };
-        count(f.ops);
-        for (ValueId r : f.results) ++uses[r];
-        std::function<void(std::vector<Op>&)> sweep = [&](std::vector<Op>& ops) {
-            for (Op& op : ops) {
-                for (Region& r : op.regions) sweep(r.ops);
+        }
+    };
+    count(f.ops);
+    for (ValueId r : f.results) ++uses[r];
+    std::function<void(const Op&)> release = [&](const Op& op) {
+        for (ValueId v : op.operands) --uses[v];
+        for (const Region& r : op.regions) {
+            for (ValueId y : r.yields) --uses[y];
+            for (const Op& o : r.ops) release(o);
+        }
+    };
+    auto removable = [&](const Op& op) {
+        if (op.kind == OpKind::Print || op.kind == OpKind::Save || op.kind == OpKind::Call) return false;
+        if (op.results.empty()) return false;
+        for (const Region& r : op.regions) {
+            if (side_effects(r.ops)) return false;
+        }
+        return std::all_of(op.results.begin(), op.results.end(), [&](ValueId v) { return uses[v] == 0; });
+    };
+    std::function<void(std::vector<Op>&)> sweep = [&](std::vector<Op>& ops) {
+        std::vector<bool> dead(ops.size(), false);
+        bool any = false;
+        for (size_t i = ops.size(); i-- > 0;) {
+            if (removable(ops[i])) {
+                dead[i] = any = true;
+                release(ops[i]);
+                continue;
             }
-            size_t before = ops.size();
-            ops.erase(std::remove_if(ops.begin(), ops.end(),
-                                     [&](const Op& op) {
-                                         if (op.kind == OpKind::Print || op.kind == OpKind::Save || op.kind == OpKind::Call) return false;
-                                         if (op.results.empty()) return false;
-                                         for (const Region& r : op.regions) {
-                                             if (side_effects(r.ops)) return false;
-                                         }
-                                         return std::all_of(op.results.begin(), op.results.end(),
-                                                            [&](ValueId v) { return uses[v] == 0; });
-                                     }),
-                      ops.end());
-            changed = changed || ops.size() != before;
-        };
-        sweep(f.ops);
-    }
+            for (Region& r : ops[i].regions) sweep(r.ops);
+        }
+        if (!any) return;
+        size_t k = 0;
+        for (size_t i = 0; i < ops.size(); ++i) {
+            if (dead[i]) continue;
+            if (k != i) ops[k] = std::move(ops[i]);
+            ++k;
+        }
+        ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(k), ops.end());
+    };
+    sweep(f.ops);
 }
 
 class Differentiator {
@@ -140,7 +156,9 @@ public:
         }
         mark_active(forward);
         // 3. Backward.
-        g_.ops = forward;
+        // The backward ops go to g_.ops, after which the forward is put in front of them
+        // (nothing reads g_.ops meanwhile: ops are only appended).
+        g_.ops.clear();
         cur_ = &g_.ops;
         span_ = call_span;
         reason_ = "the seed of the backward pass";
@@ -160,6 +178,11 @@ public:
             results.push_back(it == ct_.end() ? zeros(want) : coerce(it->second, want));
         }
         g_.results = std::move(results);
+        forward.reserve(forward.size() + g_.ops.size());
+        std::move(g_.ops.begin(), g_.ops.end(), std::back_inserter(forward));
+        g_.ops = std::move(forward);
+        top_ = nullptr;
+        cur_ = nullptr;
         remove_dead_ops(g_);
         return std::move(g_);
     }
