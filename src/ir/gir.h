@@ -103,6 +103,12 @@ struct Op {
     /// The calls autodiff inlined this op through (outermost first), when a derived
     /// function holds it: a layer called twice gives its ops two paths. Empty otherwise.
     std::vector<Span> call_path;
+    /// In a derived function, an op inlined from a callee (or differentiating one): the
+    /// function instance of its innermost call, and which inlined call that was (1, 2, ...
+    /// in the derived function: the calls of a loop autodiff unrolled are apart). The
+    /// effects check holds each call to its callee's declared bound. -1 and 0 otherwise.
+    int32_t inlined_callee = -1;
+    uint32_t inlined_call = 0;
     std::vector<Region> regions;  // For, If
 };
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <tuple>
 
 #include "sema/explain.h"
 #include "sema/resolve.h"
@@ -116,6 +117,13 @@ std::optional<double> evaluate(const ast::Dim& d, const ir::Module& module, cons
 }
 
 std::string effect_bytes_text(double b) { return fmt::format("{:.0f}", b); }
+
+/// `an all_reduce`, `a reduce_scatter`.
+std::string with_article(OpKind kind) {
+    std::string_view name = ir::op_name(kind);
+    bool vowel = !name.empty() && std::string_view("aeiou").find(name[0]) != std::string_view::npos;
+    return fmt::format("{} {}", vowel ? "an" : "a", name);
+}
 
 void check_inlined(const SourceManager& sources, const Program& program, const ir::Module& module,
                    DiagnosticEngine& diags, std::set<std::pair<const ast::Item*, std::string>>& reported,
@@ -308,6 +316,7 @@ void check_inlined(const SourceManager& sources, const Program& program, const i
                    DiagnosticEngine& diags, std::set<std::pair<const ast::Item*, std::string>>& reported,
                    const std::set<const ast::Item*>& bad_declaration) {
     ItemIndex index = index_items(program);
+    auto items = items_by_name(program);
     for (const ir::Function& f : module.functions) {
         if (f.has_errors || f.derived.empty()) continue;
         // Where each value is made: a gradient's pending sum is completed at the end of the
@@ -317,6 +326,8 @@ void check_inlined(const SourceManager& sources, const Program& program, const i
         ir::for_each_op(f.ops, [&](const ir::Op& op) {
             for (ir::ValueId r : op.results) made_by[r] = &op;
         });
+        // Bytes sent so far by each inlined call's backward pass, per axis.
+        std::map<std::tuple<const ast::Item*, uint32_t, std::string>, double> sent;
         ir::for_each_op(f.ops, [&](const ir::Op& op) {
             auto traffic = traffic_of(module, f, op);
             if (!traffic) return;
@@ -342,15 +353,59 @@ void check_inlined(const SourceManager& sources, const Program& program, const i
                     break;
                 }
             }
+            // Else an inserted backward collective made while differentiating a layer's op
+            // (its inlined call's): the sum it completes may have several makers (a
+            // residual stream's cotangent joins a layer's dx), but the layer's backward
+            // pass is where it runs.
+            if (!owner && op.backward && op.inserted && op.inlined_callee >= 0 &&
+                static_cast<size_t>(op.inlined_callee) < module.functions.size()) {
+                const ast::Item* o = item_of(items, module.functions[static_cast<size_t>(op.inlined_callee)]);
+                if (o && o->effect.declared && !bad_declaration.count(o)) owner = o;
+            }
             if (!owner) return;
             std::set<std::string> allowed;
             for (const ast::EffectAxis& a : owner->effect.axes) allowed.insert(std::string(a.axis.name));
+            // The layer's backward pass, call by call, within its declared bounds (its
+            // forward pass is its own instance's, checked there).
+            if (op.backward && at->inlined_callee >= 0 && static_cast<size_t>(at->inlined_callee) < module.functions.size()) {
+                const ir::Function& callee = module.functions[static_cast<size_t>(at->inlined_callee)];
+                for (const ast::EffectAxis& a : owner->effect.axes) {
+                    if (!a.bound || std::find(traffic->axes.begin(), traffic->axes.end(), std::string(a.axis.name)) ==
+                                        traffic->axes.end()) {
+                        continue;
+                    }
+                    std::string unknown;
+                    std::optional<double> bound = evaluate(*a.bound, module, callee, unknown);
+                    if (!bound) continue;  // E0409 at the declaration, from the callee's own check
+                    std::string axis(a.axis.name);
+                    double& so_far = sent[{owner, at->inlined_call, axis}];
+                    double before = so_far;
+                    so_far += traffic->bytes;
+                    if (so_far <= *bound || before > *bound || !reported.insert({owner, axis + "/backward"}).second) continue;
+                    auto& d = diags.emit(
+                        DiagCode::E0408, at->span,
+                        fmt::format("{} each device sends {} bytes over `{}` per call of `{}` in its backward pass, past "
+                                    "the {} bytes of its declared `{}`",
+                                    at == &op ? fmt::format("with this {}", ir::op_name(op.kind))
+                                              : fmt::format("the backward pass of this op needs {}: with it",
+                                                            with_article(op.kind)),
+                                    effect_bytes_text(so_far), axis, owner->name.name, effect_bytes_text(*bound),
+                                    std::string(sources.text(owner->effect.span))));
+                    d.note(fmt::format("in the backward pass of `{}`, which autodiff inlined into `{}`: the declaration "
+                                       "covers it too",
+                                       owner->name.name, ir::function_label(f)));
+                    if (at != &op) d.note(fmt::format("the {} is here", ir::op_name(op.kind)), op.span);
+                    for (auto it = at->call_path.rbegin(); it != at->call_path.rend(); ++it) d.note("called from here", *it);
+                    if (op.inserted && !op.reason.empty()) d.note(fmt::format("inserted: {}", op.reason));
+                    d.note(fmt::format("`{}` declares its effect here", owner->name.name), owner->effect.span);
+                }
+            }
             for (const std::string& axis : traffic->axes) {
                 if (allowed.count(axis) || !reported.insert({owner, axis}).second) continue;
                 std::string what = at == &op ? fmt::format("this {} communicates", ir::op_name(op.kind))
-                                             : fmt::format("the {} pass of this op needs an {} over `{}`",
-                                                           op.backward ? "backward" : "forward", ir::op_name(op.kind),
-                                                           axis);
+                                             : fmt::format("the {} pass of this op needs {} over `{}`",
+                                                           op.backward ? "backward" : "forward",
+                                                           with_article(op.kind), axis);
                 auto& d = diags.emit(DiagCode::E0408, at->span,
                                      at == &op ? fmt::format("{} over `{}`, and `{}` is declared `{}`", what, axis,
                                                              owner->name.name,

@@ -233,7 +233,11 @@ private:
                 size_t begin = out.size();
                 if (segment) in_segment_ = true;
                 call_stack_.push_back(op.span);
+                auto outer_call = std::make_pair(inlined_callee_, inlined_call_);
+                inlined_callee_ = op.callee;
+                inlined_call_ = ++inlined_calls_;
                 flatten(callee, callee.ops, inner, out);
+                std::tie(inlined_callee_, inlined_call_) = outer_call;
                 call_stack_.pop_back();
                 if (segment) {
                     in_segment_ = false;
@@ -265,6 +269,7 @@ private:
             case OpKind::If: {
                 Op n = op;
                 if (!call_stack_.empty()) n.call_path.insert(n.call_path.begin(), call_stack_.begin(), call_stack_.end());
+                if (inlined_call_ != 0) std::tie(n.inlined_callee, n.inlined_call) = std::make_pair(inlined_callee_, inlined_call_);
                 n.operands = {lookup(map, op.operands[0])};
                 n.regions.clear();
                 for (const Region& r : op.regions) {
@@ -308,6 +313,7 @@ private:
             case OpKind::Save: {
                 Op n = op;
                 if (!call_stack_.empty()) n.call_path.insert(n.call_path.begin(), call_stack_.begin(), call_stack_.end());
+                if (inlined_call_ != 0) std::tie(n.inlined_callee, n.inlined_call) = std::make_pair(inlined_callee_, inlined_call_);
                 for (ValueId& v : n.operands) v = lookup(map, v);
                 for (size_t i = 0; i < op.results.size(); ++i) {
                     ValueId v = copy_value(src, op.results[i]);
@@ -418,6 +424,8 @@ private:
         op.results = {v};
         op.span = span_;
         op.call_path = call_path_;
+        op.inlined_callee = inlined_.first;
+        op.inlined_call = inlined_.second;
         op.backward = true;
         cur_->push_back(std::move(op));
         return v;
@@ -674,6 +682,7 @@ private:
             if (seg == segments_.end()) {
                 span_ = ops[k].span;
                 call_path_ = ops[k].call_path;
+                inlined_ = {ops[k].inlined_callee, ops[k].inlined_call};
                 reason_ = describe(ops[k]);
                 adjoint(ops[k]);
                 continue;
@@ -708,6 +717,7 @@ private:
         for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
             span_ = it->span;
             call_path_ = it->call_path;
+            inlined_ = {it->inlined_callee, it->inlined_call};
             reason_ = describe(*it);
             adjoint(*it);
         }
@@ -1211,10 +1221,13 @@ private:
         back.operands = op.operands;
         back.span = op.span;
         back.call_path = op.call_path;
+        back.inlined_callee = op.inlined_callee;
+        back.inlined_call = op.inlined_call;
         back.backward = true;
         std::vector<Op>* saved_cur = cur_;
         Span saved_span = span_;
         std::vector<Span> saved_path = call_path_;
+        auto saved_inlined = inlined_;
         std::string saved_reason = reason_;
         for (const Region& region : op.regions) {
             Region nr;
@@ -1235,6 +1248,7 @@ private:
             backward(ops);
             span_ = saved_span;
             call_path_ = saved_path;
+            inlined_ = saved_inlined;
             reason_ = saved_reason;
             for (size_t i = 0; i < caps.size(); ++i) {
                 auto it = ct_.find(caps[i]);
@@ -1261,6 +1275,10 @@ private:
     Function g_;
     Span call_span_;
     Span span_;
+    std::pair<int32_t, uint32_t> inlined_{-1, 0};  // the forward op's inlined_callee and inlined_call
+    int32_t inlined_callee_ = -1;  // flatten: the innermost call being inlined (-1: none)
+    uint32_t inlined_call_ = 0;
+    uint32_t inlined_calls_ = 0;   // calls inlined so far
     std::vector<Span> call_path_;   // the forward op's call_path, for the ops differentiating it
     std::vector<Span> call_stack_;  // the calls being inlined by flatten(), outermost first
     std::string reason_;

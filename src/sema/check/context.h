@@ -287,6 +287,9 @@ private:
     ValueId reshape(ValueId x, const std::vector<int64_t>& shape, Span span);
     bool is_load_call(const Expr& e);
     ValueId lower_load(const Expr& call, const AggType& t);
+    /// A load op of a `t` value: a file holds whole values, so a pending sum is loaded
+    /// whole and made pending by the coercion (make_partial: no communication).
+    ValueId emit_load(ir::Op op, const TensorType& t, std::vector<std::string_view> dim_names);
     Val lower_load_val(const Expr& call, const AggType& t);
     /// E0312 when a tensor of `type` would hold 2^62 bytes or more (a parameter's, a
     /// result's or an op's).

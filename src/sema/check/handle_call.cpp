@@ -21,7 +21,16 @@ ValueId FunctionBuilder::lower_load(const Expr& call, const AggType& t) {
     path_arg(*call.args[0].value, op, "`load` takes one file name: `load(\"x.npy\")` or a path argument");
     if (is_safetensors_path(op.text)) op.names = {""};  // the file's only tensor
     op.span = call.span;
-    return emit(std::move(op), t.tensor, t.dim_names);
+    return emit_load(std::move(op), t.tensor, t.dim_names);
+}
+
+ValueId FunctionBuilder::emit_load(ir::Op op, const TensorType& t, std::vector<std::string_view> dim_names) {
+    if (!t.layout.partial) return emit(std::move(op), t, std::move(dim_names));
+    TensorType whole = t;
+    whole.layout.partial = 0;
+    Span span = op.span;
+    ValueId v = emit(std::move(op), std::move(whole), std::move(dim_names));
+    return coerce(v, t, span, "a pending sum loaded from a file (the file holds the whole value)");
 }
 
 bool FunctionBuilder::is_safetensors_path(std::string_view path) {
@@ -74,7 +83,7 @@ Val FunctionBuilder::lower_load_val(const Expr& call, const AggType& t) {
             op.ints = path.ints;
             op.names = {prefix};
             op.span = call.span;
-            return Val::tensor(emit(std::move(op), a.tensor, a.dim_names));
+            return Val::tensor(emit_load(std::move(op), a.tensor, a.dim_names));
         }
         Val v;
         v.kind = a.kind == AggType::Tuple ? Val::Tuple : Val::Struct;
