@@ -35,6 +35,7 @@
 #include "sema/mesh.h"
 #include "sema/effects.h"
 #include "sema/explain.h"
+#include "sema/predict.h"
 #include "sema/rebind.h"
 #include "spmd/spmd.h"
 #include "sema/infer.h"
@@ -81,6 +82,9 @@ struct CheckOptions {
     std::string explain_fn;      // explain: only this function
     std::string explain_format;  // explain: "text" or "json"
     bool explain_effects = false;  // explain --effects: each function's communication effect
+    bool predict = false;           // predict: one step of main's loop, from the cost model
+    std::string trace;              // predict --trace FILE: the step's timeline (Chrome trace JSON)
+    std::vector<std::string> links; // --link NAME.axis=latency:S,bandwidth:B
     std::string stdlib_dir;
     ErrorFormat error_format = ErrorFormat::Human;
     bool color = false;          // --color (auto: stderr is a terminal and NO_COLOR unset)
@@ -287,6 +291,7 @@ std::optional<pipeline::Options> pipeline_options(const CheckOptions& options, c
     pipeline::Options po;
     po.load = load;
     po.meshes = options.meshes;
+    po.links = options.links;
     po.strict_comm = options.strict_comm;
     po.plan_search = options.plan_search;
     po.solver_budget_ms = options.solver_budget_ms;
@@ -738,6 +743,25 @@ int run_check(const CheckOptions& options) {
                 continue;
             }
         }
+        if (options.predict) {
+            sema::StepPrediction p = sema::predict_step(gir, sources);
+            if (p.function.empty()) {
+                diags.emit(DiagCode::E0702, {}, fmt::format("`{}` has no `fn main()`: `meshc predict` predicts a step of its loop", path))
+                    .note("`meshc check` and `meshc explain` accept libraries without `main`");
+                continue;
+            }
+            if (options.explain_format == "json") sema::print_prediction_json(std::cout, p);
+            else sema::print_prediction_text(std::cout, p);
+            if (!options.trace.empty()) {
+                std::ofstream trace(options.trace);
+                sema::write_trace(trace, p);
+                trace.close();
+                if (!trace) {
+                    diags.emit(DiagCode::E0704, {}, fmt::format("cannot write `{}`: {}", options.trace, std::strerror(errno)));
+                }
+            }
+            continue;
+        }
         if (options.explain_effects) {
             sema::print_effects(std::cout, sources, program, gir, options.explain_format == "json");
         } else if (options.explain_format == "json") {
@@ -981,9 +1005,37 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"human", "json", "short"}));
     explain_cmd->add_option("--stdlib", explain.stdlib_dir, "Standard library folder");
 
+    CheckOptions predict;
+    predict.stdlib_dir = check.stdlib_dir;
+    predict.predict = true;
+    std::string predict_error_format = "human";
+    std::string predict_format = "text";
+    CLI::App* predict_cmd = app.add_subcommand(
+        "predict", "Predict one step of main's loop on a mesh you need not have (compute, communication, memory, timeline)");
+    predict_cmd->add_option("files", predict.files, "Source file (.msh) with `fn main()`")->required();
+    predict_cmd->add_option("--mesh", predict.meshes,
+                            "Rebind a declared mesh's axis sizes: NAME=axis:size,... (repeatable), e.g. Pod=data:64,model:8")
+        ->allow_extra_args(false);
+    predict_cmd->add_option("--link", predict.links,
+                            "Rebind an axis's link: NAME.axis=latency:SECONDS,bandwidth:BYTES_PER_SECOND (repeatable)")
+        ->allow_extra_args(false);
+    predict_cmd->add_option("--trace", predict.trace, "Write the step's timeline as a Chrome trace (Perfetto opens it)");
+    predict_cmd->add_option("--format", predict_format, "`text` or `json`")->check(CLI::IsMember({"text", "json"}));
+    predict_cmd->add_option("--plan-search", predict.plan_search, "As for check (default 32)")->check(CLI::Range(0, 100000));
+    add_cost_options(predict_cmd, predict);
+    predict_cmd->add_option("--error-format", predict_error_format, "Diagnostics as `human`, `json` or `short`")
+        ->check(CLI::IsMember({"human", "json", "short"}));
+    predict_cmd->add_option("--stdlib", predict.stdlib_dir, "Standard library folder");
+    // --link on check and explain too: the same program, costed on other links.
+    for (auto [cmd, opts] : {std::pair{check_cmd, &check}, std::pair{explain_cmd, &explain}}) {
+        cmd->add_option("--link", opts->links,
+                        "Rebind an axis's link: NAME.axis=latency:SECONDS,bandwidth:BYTES_PER_SECOND (repeatable)")
+            ->allow_extra_args(false);
+    }
+
     // --color=auto|always|never on every command that renders diagnostics.
     std::string color_mode = "auto";
-    for (CLI::App* cmd : {check_cmd, explain_cmd}) {
+    for (CLI::App* cmd : {check_cmd, explain_cmd, predict_cmd}) {
         cmd->add_option("--color", color_mode, "Colour diagnostics: auto (a terminal without NO_COLOR), always, never")
             ->check(CLI::IsMember({"auto", "always", "never"}));
     }
@@ -1183,7 +1235,12 @@ int main(int argc, char** argv) {
         std::cerr << fmt::format("meshc: cannot run `{}`: {}\n", built_executable, std::strerror(errno));
         return 2;
     }
-    if (explain_cmd->parsed()) {
+    if (predict_cmd->parsed()) {
+        predict.explain_format = predict_format;
+        predict.error_format = error_format_of(predict_error_format);
+        predict.color = use_color(color_mode);
+        check = predict;
+    } else if (explain_cmd->parsed()) {
         explain.explain_format = explain_format;
         explain.error_format = error_format_of(explain_error_format);
         explain.color = use_color(color_mode);

@@ -142,8 +142,9 @@ bool run_pass(State& s, const Options& o, const PassInfo& pass) {
         return !s.program->modules.empty();
     }
     if (name == "rebind") {
-        if (o.meshes.empty()) return true;
+        if (o.meshes.empty() && o.links.empty()) return true;
         sema::rebind_meshes(*s.program, o.meshes, s.diags);
+        sema::rebind_links(*s.program, o.links, s.diags);
         return !s.diags.has_errors();
     }
     if (name == "resolve") {

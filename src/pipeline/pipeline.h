@@ -58,6 +58,7 @@ std::string pass_names();
 struct Options {
     sema::LoadOptions load;
     std::vector<std::string> meshes;  // --mesh NAME=axis:size,... (rebind)
+    std::vector<std::string> links;   // --link NAME.axis=latency:S,bandwidth:B (rebind)
     bool strict_comm = false;
     int plan_search = 32;
     ir::DeviceModel device;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -81,6 +83,75 @@ void rebind_meshes(Program& program, const std::vector<std::string>& specs, Diag
                 continue;
             }
             found->size = size;
+        }
+    }
+}
+
+void rebind_links(Program& program, const std::vector<std::string>& specs, DiagnosticEngine& diags) {
+    for (const std::string& spec : specs) {
+        auto eq = spec.find('=');
+        auto dot = spec.find('.');
+        auto usage = [&](std::string why) {
+            diags.emit(DiagCode::E0705, {},
+                       fmt::format("`--link {}`: {}; expected NAME.axis=latency:SECONDS,bandwidth:BYTES_PER_SECOND "
+                                   "(e.g. `Pod.data=latency:2e-5,bandwidth:2.5e10`)",
+                                   spec, why));
+        };
+        if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
+            usage("no mesh and axis before `=`");
+            continue;
+        }
+        std::string_view name = std::string_view(spec).substr(0, dot);
+        std::string_view axis = std::string_view(spec).substr(dot + 1, eq - dot - 1);
+        ast::MeshAxisDecl* found = nullptr;
+        bool mesh_found = false;
+        for (const auto& module : program.modules) {
+            for (const ast::Item* item : module->items) {
+                if (item->kind != ast::ItemKind::Mesh || item->name.name != name) continue;
+                mesh_found = true;
+                for (const ast::MeshAxisDecl& decl : item->axes) {
+                    // The AST's one mutation after parsing (see rebind.h).
+                    if (decl.name.name == axis) found = const_cast<ast::MeshAxisDecl*>(&decl);
+                }
+            }
+        }
+        if (!found) {
+            usage(mesh_found ? fmt::format("mesh `{}` has no axis `{}`", name, axis)
+                             : fmt::format("the program declares no mesh `{}`", name));
+            continue;
+        }
+        for (std::string_view binding : split(std::string_view(spec).substr(eq + 1), ',')) {
+            auto colon = binding.find(':');
+            std::string_view key = binding.substr(0, colon);
+            double value = 0;
+            bool ok = colon != std::string_view::npos && (key == "latency" || key == "bandwidth");
+            if (ok) {
+                std::string digits(binding.substr(colon + 1));
+                char* end = nullptr;
+                value = std::strtod(digits.c_str(), &end);
+                ok = !digits.empty() && end == digits.c_str() + digits.size() && std::isfinite(value) &&
+                     (key == "latency" ? value >= 0 : value > 0);
+            }
+            if (!ok) {
+                usage(fmt::format("`{}` is not `latency:SECONDS` (at least 0) or `bandwidth:BYTES_PER_SECOND` "
+                                  "(positive)",
+                                  binding));
+                continue;
+            }
+            // The key must outlive the AST: a literal.
+            std::string_view stable = key == "latency" ? std::string_view("latency") : std::string_view("bandwidth");
+            auto it = std::find_if(found->link.begin(), found->link.end(),
+                                   [&](const ast::MeshAxisDecl::LinkProp& p) { return p.key.name == stable; });
+            if (it != found->link.end()) {
+                it->value = value;
+            } else {
+                ast::MeshAxisDecl::LinkProp prop;
+                prop.key.name = stable;
+                prop.key.span = found->span;
+                prop.value = value;
+                prop.span = found->span;
+                found->link.push_back(prop);
+            }
         }
     }
 }

@@ -16,4 +16,8 @@ namespace meshc::sema {
 /// mesh declarations of every module of the program.
 void rebind_meshes(Program& program, const std::vector<std::string>& specs, DiagnosticEngine& diags);
 
+/// Applies each link rebinding (`Pod.data=latency:2e-5,bandwidth:2.5e10`; either key may
+/// be left out and keeps its value) to the named axis's link. Errors are E0705.
+void rebind_links(Program& program, const std::vector<std::string>& specs, DiagnosticEngine& diags);
+
 }  // namespace meshc::sema
