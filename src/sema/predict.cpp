@@ -94,7 +94,8 @@ std::optional<double> trips(const ir::Op& loop, const std::map<ir::ValueId, doub
 
 class Timeline {
 public:
-    Timeline(const ir::Module& m, const SourceManager& sources, StepPrediction& p) : m_(m), sources_(sources), p_(p) {}
+    Timeline(const ir::Module& m, const SourceManager& sources, StepPrediction& p, Costs& costs)
+        : m_(m), sources_(sources), p_(p), costs_(costs) {}
 
     /// Appends `ops` of `f` run `times` per step (a loop body: its trips one after another).
     void ops(const ir::Function& f, const std::vector<ir::Op>& list, int depth) {
@@ -145,7 +146,28 @@ private:
             }
             return;
         }
-        // `if`: both branches, as explain counts them (the step's upper bound).
+        if (o.kind == OpKind::If && !o.regions.empty()) {
+            // One branch runs: the costlier is walked (the step's upper bound); what it
+            // costs beyond the cheaper one (an empty `else`: nothing) is noted apart.
+            std::vector<double> cost;
+            for (const ir::Region& r : o.regions) {
+                double c = 0;
+                for (const ir::Op& x : r.ops) c += costs_.inclusive(f, x, constants);
+                cost.push_back(c);
+            }
+            if (o.regions.size() == 1) cost.push_back(0);
+            size_t hi = static_cast<size_t>(std::max_element(cost.begin(), cost.end()) - cost.begin());
+            double lo = *std::min_element(cost.begin(), cost.end());
+            if (depth == 0 || !in_branch_) {
+                p_.conditional_s += cost[hi] - lo;
+                if (cost[hi] - lo > 0) p_.conditionals.push_back(where(sources_, o.span));
+            }
+            bool outer = in_branch_;
+            in_branch_ = true;
+            if (hi < o.regions.size()) ops(f, o.regions[hi].ops, depth + 1);
+            in_branch_ = outer;
+            return;
+        }
         for (const ir::Region& r : o.regions) ops(f, r.ops, depth + 1);
     }
 
@@ -170,7 +192,9 @@ private:
     const ir::Module& m_;
     const SourceManager& sources_;
     StepPrediction& p_;
+    Costs& costs_;
     double now_ = 0;
+    bool in_branch_ = false;  // inside an `if` branch already noted
 };
 
 std::string mesh_text(const ir::Mesh& mesh) {
@@ -224,7 +248,7 @@ StepPrediction predict_step(const ir::Module& module, const SourceManager& sourc
             p.function = ir::function_label(f);
             p.at = where(sources, best->span);
             p.steps = n ? runs * *n : 0;  // 0: known at run time only
-            Timeline t(module, sources, p);
+            Timeline t(module, sources, p, costs);
             for (const ir::Region& r : best->regions) t.ops(f, r.ops, 0);
             break;
         }
@@ -236,7 +260,7 @@ StepPrediction predict_step(const ir::Module& module, const SourceManager& sourc
         p.function = ir::function_label(main_fn);
         p.at = where(sources, main_fn.span);
         p.steps = 1;
-        Timeline t(module, sources, p);
+        Timeline t(module, sources, p, costs);
         t.ops(main_fn, main_fn.ops, 0);
     }
     p.exposed_s = p.communication_s;
@@ -267,6 +291,12 @@ void print_prediction_text(std::ostream& out, const StepPrediction& p) {
     out << fmt::format("  exposed        {:>12}  {:5.1f}%  (no overlap is scheduled: every collective waits for its "
                        "inputs and blocks the device)\n",
                        seconds_text(p.exposed_s), share(p.exposed_s));
+    if (p.conditional_s > 0) {
+        out << fmt::format("  of which {} is the costlier branch of an `if` (at {}): a step that takes the cheaper "
+                           "branch: {}\n",
+                           seconds_text(p.conditional_s), fmt::join(p.conditionals, ", "),
+                           seconds_text(step - p.conditional_s));
+    }
     out << fmt::format("peak memory per device: {} = state {} + saved for backward {} + temporaries {}\n",
                        bytes_text(static_cast<double>(p.peak.total())), bytes_text(static_cast<double>(p.peak.state)),
                        bytes_text(static_cast<double>(p.peak.saved)), bytes_text(static_cast<double>(p.peak.temporaries)));
@@ -305,6 +335,8 @@ void print_prediction_json(std::ostream& out, const StepPrediction& p) {
                      {"flops", p.flops},
                      {"bytes_touched", p.bytes_touched},
                      {"collectives", p.collectives},
+                     {"conditional_s", p.conditional_s},
+                     {"conditional_at", p.conditionals},
                      {"by_axes", axes}};
     j["peak"] = {{"peak_bytes", p.peak.total()},
                  {"state_bytes", p.peak.state},

@@ -47,6 +47,12 @@ struct StepPrediction {
     std::map<std::string, double> seconds_by_axis;  // "data", "data+model": communication per step
     std::map<std::string, double> bytes_by_axis;    // bytes each device sends per step
     double collectives = 0;
+    /// An `if` in the step runs one branch: the costlier is counted (and on the
+    /// timeline); `conditional_s` is what it costs beyond the cheaper one, summed over
+    /// the step's outermost `if`s (`conditionals`: where they are). A validation pass
+    /// every N steps is one: step_s() - conditional_s is the step without it.
+    double conditional_s = 0;
+    std::vector<std::string> conditionals;
     /// The whole run: main's modelled time, and its peak per device (explain's).
     double run_s = 0;
     MemoryBreakdown peak;
