@@ -38,11 +38,15 @@ std::string bytes_text(double b) {
 /// their trips) and its callees'.
 class Costs {
 public:
-    explicit Costs(const ir::Module& m) : m_(m), memo_(m.functions.size(), -1) {}
+    /// `compute`, `communication`: which of the two the costs count.
+    explicit Costs(const ir::Module& m, bool compute = true, bool communication = true)
+        : m_(m), memo_(m.functions.size(), -1), compute_(compute), communication_(communication) {}
 
     double op(const ir::Function& f, const ir::Op& o) const {
-        double s = ir::op_compute_cost(m_, f, o).seconds;
-        if (auto info = collective_info(m_, f, o)) s += info->cost.seconds;
+        double s = compute_ ? ir::op_compute_cost(m_, f, o).seconds : 0;
+        if (communication_) {
+            if (auto info = collective_info(m_, f, o)) s += info->cost.seconds;
+        }
         return s;
     }
 
@@ -83,6 +87,7 @@ public:
 private:
     const ir::Module& m_;
     std::vector<double> memo_;
+    bool compute_ = true, communication_ = true;
 };
 
 std::optional<double> trips(const ir::Op& loop, const std::map<ir::ValueId, double>& constants) {
@@ -95,7 +100,7 @@ std::optional<double> trips(const ir::Op& loop, const std::map<ir::ValueId, doub
 class Timeline {
 public:
     Timeline(const ir::Module& m, const SourceManager& sources, StepPrediction& p, Costs& costs)
-        : m_(m), sources_(sources), p_(p), costs_(costs) {}
+        : m_(m), sources_(sources), p_(p), costs_(costs), comm_costs_(m, false, true) {}
 
     /// Appends `ops` of `f` run `times` per step (a loop body: its trips one after another).
     void ops(const ir::Function& f, const std::vector<ir::Op>& list, int depth) {
@@ -158,9 +163,19 @@ private:
             if (o.regions.size() == 1) cost.push_back(0);
             size_t hi = static_cast<size_t>(std::max_element(cost.begin(), cost.end()) - cost.begin());
             double lo = *std::min_element(cost.begin(), cost.end());
-            if (depth == 0 || !in_branch_) {
+            if (!in_branch_ && cost[hi] - lo > 0) {
                 p_.conditional_s += cost[hi] - lo;
-                if (cost[hi] - lo > 0) p_.conditionals.push_back(where(sources_, o.span));
+                p_.conditionals.push_back(where(sources_, o.span));
+                // Its communication apart: the cheaper branch's step by parts.
+                size_t lo_i = static_cast<size_t>(std::min_element(cost.begin(), cost.end()) - cost.begin());
+                auto comm = [&](size_t i) {
+                    double c = 0;
+                    if (i < o.regions.size()) {
+                        for (const ir::Op& x : o.regions[i].ops) c += comm_costs_.inclusive(f, x, constants);
+                    }
+                    return c;
+                };
+                p_.conditional_communication_s += comm(hi) - comm(lo_i);
             }
             bool outer = in_branch_;
             in_branch_ = true;
@@ -193,6 +208,7 @@ private:
     const SourceManager& sources_;
     StepPrediction& p_;
     Costs& costs_;
+    Costs comm_costs_;  // communication only
     double now_ = 0;
     bool in_branch_ = false;  // inside an `if` branch already noted
 };
@@ -292,10 +308,12 @@ void print_prediction_text(std::ostream& out, const StepPrediction& p) {
                        "inputs and blocks the device)\n",
                        seconds_text(p.exposed_s), share(p.exposed_s));
     if (p.conditional_s > 0) {
+        double comm = p.exposed_s - p.conditional_communication_s;
         out << fmt::format("  of which {} is the costlier branch of an `if` (at {}): a step that takes the cheaper "
-                           "branch: {}\n",
+                           "branch: {} = compute {} + communication {}\n",
                            seconds_text(p.conditional_s), fmt::join(p.conditionals, ", "),
-                           seconds_text(step - p.conditional_s));
+                           seconds_text(step - p.conditional_s), seconds_text(step - p.conditional_s - comm),
+                           seconds_text(comm));
     }
     out << fmt::format("peak memory per device: {} = state {} + saved for backward {} + temporaries {}\n",
                        bytes_text(static_cast<double>(p.peak.total())), bytes_text(static_cast<double>(p.peak.state)),
@@ -336,6 +354,7 @@ void print_prediction_json(std::ostream& out, const StepPrediction& p) {
                      {"bytes_touched", p.bytes_touched},
                      {"collectives", p.collectives},
                      {"conditional_s", p.conditional_s},
+                     {"conditional_communication_s", p.conditional_communication_s},
                      {"conditional_at", p.conditionals},
                      {"by_axes", axes}};
     j["peak"] = {{"peak_bytes", p.peak.total()},

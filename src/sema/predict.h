@@ -52,6 +52,7 @@ struct StepPrediction {
     /// the step's outermost `if`s (`conditionals`: where they are). A validation pass
     /// every N steps is one: step_s() - conditional_s is the step without it.
     double conditional_s = 0;
+    double conditional_communication_s = 0;  // the part of conditional_s that is communication
     std::vector<std::string> conditionals;
     /// The whole run: main's modelled time, and its peak per device (explain's).
     double run_s = 0;
