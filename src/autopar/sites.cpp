@@ -122,25 +122,27 @@ public:
         for (const ast::Item* item : m.items) {
             if (item->kind == ast::ItemKind::Struct) {
                 for (const ast::Param& f : item->fields) {
-                    type(f.type, fmt::format("field `{}` of `{}`", f.name.name, item->name.name), false);
+                    type(f.type, [&] { return fmt::format("field `{}` of `{}`", f.name.name, item->name.name); }, false);
                 }
             } else if (item->kind == ast::ItemKind::Fn) {
                 fn_ = std::string(item->name.name);
                 for (const ast::Param& p : item->params) {
-                    type(p.type, fmt::format("parameter `{}` of `{}`", p.name.name, fn_), true);
+                    type(p.type, [&] { return fmt::format("parameter `{}` of `{}`", p.name.name, fn_); }, true);
                 }
-                type(item->result, fmt::format("the result of `{}`", fn_), true);
+                type(item->result, [&] { return fmt::format("the result of `{}`", fn_); }, true);
                 if (item->body) block(*item->body);
             }
         }
     }
 
 private:
-    void type(const Type* t, const std::string& what, bool value_layout) {
+    /// `what` names the site; made only for a site (a program without `auto` pays for
+    /// walking its types, not for naming them).
+    void type(const Type* t, const std::function<std::string()>& what, bool value_layout) {
         if (!t) return;
         if (t->kind == ast::TypeKind::Tuple) {
             for (size_t i = 0; i < t->elements.size(); ++i) {
-                type(t->elements[i], fmt::format("{} (element {})", what, i), value_layout);
+                type(t->elements[i], [&] { return fmt::format("{} (element {})", what(), i); }, value_layout);
             }
             return;
         }
@@ -152,7 +154,7 @@ private:
         s.begin = t->auto_span.begin;
         s.end = t->auto_span.end;
         s.span = t->auto_span;
-        s.what = what;
+        s.what = what();
         s.allows_value_layout = value_layout;
         s.candidates = candidates_for(program_, *t, value_layout);
         out_.push_back(std::move(s));
@@ -166,12 +168,14 @@ private:
     void stmt(const ast::Stmt& s) {
         switch (s.kind) {
         case ast::StmtKind::Let: {
-            std::string name = s.pattern && s.pattern->kind == ast::PatternKind::Name
-                                   ? std::string(s.pattern->name.name) : std::string("(...)");
-            type(s.type, fmt::format("`let {}` in `{}`", name, fn_), true);
+            type(s.type, [&] {
+                std::string name = s.pattern && s.pattern->kind == ast::PatternKind::Name
+                                       ? std::string(s.pattern->name.name) : std::string("(...)");
+                return fmt::format("`let {}` in `{}`", name, fn_);
+            }, true);
             break;
         }
-        case ast::StmtKind::Var: type(s.type, fmt::format("`var {}` in `{}`", s.name.name, fn_), true); break;
+        case ast::StmtKind::Var: type(s.type, [&] { return fmt::format("`var {}` in `{}`", s.name.name, fn_); }, true); break;
         case ast::StmtKind::For:
         case ast::StmtKind::Assign:
         case ast::StmtKind::Return:

@@ -209,6 +209,13 @@ void check_effects(const SourceManager& sources, const Program& program, const i
         const bool backward_fn = !f.derived.empty();
         // Bytes so far per axis, forward and backward counted apart (each within the bound).
         std::map<std::pair<std::string, bool>, double> sent;
+        // What has counted toward each bound so far (bytes, op), for the error's notes.
+        struct Toward {
+            double bytes;
+            const ir::Op* op;
+            Span call;  // the outermost call on the way (invalid: the op is the function's own)
+        };
+        std::map<std::pair<std::string, bool>, std::vector<Toward>> toward;
         std::vector<Span> calls;
         bool exact = true;
         walk(module, f, 1, calls, exact,
@@ -224,6 +231,7 @@ void check_effects(const SourceManager& sources, const Program& program, const i
                          double& so_far = sent[{axis, backward}];
                          double before = so_far;
                          so_far += t.bytes * times;
+                         toward[{axis, backward}].push_back({t.bytes * times, &op, chain.empty() ? Span{} : chain.front()});
                          if (so_far > b->second && before <= b->second) {
                              problem = fmt::format(
                                  "with this {} each device sends {} bytes over `{}` per call of `{}`{}, past the {} "
@@ -247,6 +255,21 @@ void check_effects(const SourceManager& sources, const Program& program, const i
                      for (Span s : op.call_path) d.note("through the call here (inlined by autodiff)", s);
                      for (auto it = chain.rbegin(); it != chain.rend(); ++it) d.note("called from here", *it);
                      if (op.inserted && !op.reason.empty()) d.note(fmt::format("inserted: {}", op.reason));
+                     // A total crossed its bound here; the largest earlier sends are as much
+                     // the cause (the op that crosses need not be the one an edit added).
+                     if (auto tw = toward.find({axis, backward}); allowed.count(axis) && tw != toward.end()) {
+                         std::vector<Toward> before_this(tw->second.begin(), tw->second.end() - 1);
+                         std::stable_sort(before_this.begin(), before_this.end(),
+                                          [](const Toward& a, const Toward& b) { return a.bytes > b.bytes; });
+                         for (size_t k = 0; k < before_this.size() && k < 3; ++k) {
+                             const Toward& w = before_this[k];
+                             Span at = w.call.valid() ? w.call : w.op->span;
+                             if (!at.valid()) continue;
+                             d.note(fmt::format("{} bytes of the total are an earlier {}{}", effect_bytes_text(w.bytes),
+                                                ir::op_name(w.op->kind), w.call.valid() ? ", in the call here" : ", here"),
+                                    at);
+                         }
+                     }
                      d.note(fmt::format("`{}` declares its effect here", item->name.name), decl.span);
                  }
              });

@@ -398,7 +398,8 @@ KNOWN_MISSES = [
              "loss declared with the step's exact budget (from explain); Mats.wq no longer split "
              "over the heads: its gradient needs a new backward all_gather over `model` at the "
              "wq slice (explain: 4 x 131072 bytes there). E0408 is reported, but at the op where "
-             "the running total crosses the bound, not at the new collective",
+             "the running total crosses the bound, not at the new collective (its notes name the "
+             "largest earlier sends)",
              ["loss budget"],
              [("wq", [(M, HEADS["wq"], HEADS["wq"].replace(", H: model", ""))], {"E0408"},
                [(M, let_line("wq")), (M, HEADS["wq"].replace(", H: model", ""))])]),
