@@ -129,6 +129,66 @@ void check_inlined(const SourceManager& sources, const Program& program, const i
                    DiagnosticEngine& diags, std::set<std::pair<const ast::Item*, std::string>>& reported,
                    const std::set<const ast::Item*>& bad_declaration);
 
+/// The size variables a function's signature names: its generic parameters and the dims
+/// of its parameters' and result's types.
+void signature_names(const ast::Type* t, std::set<std::string_view>& out) {
+    if (!t) return;
+    std::function<void(const ast::Dim*)> dim = [&](const ast::Dim* d) {
+        if (!d) return;
+        if (d->kind == ast::DimKind::Var) out.insert(d->name.name);
+        dim(d->lhs);
+        dim(d->rhs);
+    };
+    for (const ast::Dim* d : t->shape) dim(d);
+    for (const ast::Dim* d : t->args) dim(d);
+    for (const ast::Type* e : t->elements) signature_names(e, out);
+}
+
+void bound_unknowns(const ast::Dim* d, const std::set<std::string_view>& names, std::vector<const ast::Dim*>& out) {
+    if (!d) return;
+    if (d->kind == ast::DimKind::Var && !names.count(d->name.name)) out.push_back(d);
+    bound_unknowns(d->lhs, names, out);
+    bound_unknowns(d->rhs, names, out);
+}
+
+/// A generic function no instance reaches: its declaration is still checked for what it
+/// says without sizes (an axis no mesh has, a bound naming a size its signature lacks;
+/// E0409); its effect itself is checked where it is instantiated.
+void check_uninstantiated(const Program& program, const std::set<std::string>& mesh_axes,
+                          const std::set<const ast::Item*>& instantiated, DiagnosticEngine& diags) {
+    for (const auto& m : program.modules) {
+        for (const ast::Item* item : m->items) {
+            if (item->kind != ast::ItemKind::Fn || !item->effect.declared || instantiated.count(item)) continue;
+            std::set<std::string_view> names;
+            for (const ast::GenericParam& g : item->generics) names.insert(g.name.name);
+            for (const ast::Param& p : item->params) signature_names(p.type, names);
+            signature_names(item->result, names);
+            // Generic in its mesh: its axes are those of the meshes it is given, unknown here.
+            bool mesh_generic = std::any_of(item->generics.begin(), item->generics.end(), [](const ast::GenericParam& g) {
+                return g.kind && g.kind->name == "Mesh";
+            });
+            for (const ast::EffectAxis& a : item->effect.axes) {
+                if (!mesh_generic && !mesh_axes.empty() && !mesh_axes.count(std::string(a.axis.name))) {
+                    std::vector<std::string_view> known(mesh_axes.begin(), mesh_axes.end());
+                    auto& d = diags.emit(DiagCode::E0409, a.axis.span,
+                                         fmt::format("no mesh of the program has an axis `{}`", a.axis.name));
+                    if (auto best = closest_name(a.axis.name, known)) d.note(fmt::format("did you mean `{}`?", *best));
+                    d.note(fmt::format("`{}` is not instantiated by the program; its declaration is checked all the same",
+                                       item->name.name));
+                }
+                std::vector<const ast::Dim*> unknown;
+                bound_unknowns(a.bound, names, unknown);
+                for (const ast::Dim* u : unknown) {
+                    diags.emit(DiagCode::E0409, u->span,
+                               fmt::format("the bound names `{}`, which is not a size of `{}`", u->name.name, item->name.name))
+                        .note("a bound is an expression of the function's size variables and mesh axis sizes (`M.data`), "
+                              "in bytes per device");
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<CommEffect> infer_effects(const ir::Module& module) {
@@ -170,6 +230,11 @@ void check_effects(const SourceManager& sources, const Program& program, const i
     }
     std::set<const ast::Item*> bad_declaration;  // E0409 once per item
     std::set<std::pair<const ast::Item*, std::string>> reported;  // E0408 once per item and axis
+    std::set<const ast::Item*> instantiated;
+    for (const ir::Function& f : module.functions) {
+        if (const ast::Item* item = item_of(items, f)) instantiated.insert(item);
+    }
+    check_uninstantiated(program, mesh_axes, instantiated, diags);
     for (const ir::Function& f : module.functions) {
         if (f.has_errors) continue;
         const ast::Item* item = item_of(items, f);
