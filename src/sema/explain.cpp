@@ -248,16 +248,21 @@ ProgramFacts analyse_program(const ir::Module& module) {
         auto note = [&](ir::ValueId v, size_t i) {
             if (v < vals.last.size()) vals.last[v] = i;
         };
-        for (size_t i = 0; i < ops.size(); ++i) {
-            auto use = [&](const ir::Op& o) {
-                for (ir::ValueId v : o.operands) note(v, i);
-                for (const ir::Region& r : o.regions) {
-                    for (ir::ValueId y : r.yields) note(y, i);
-                }
-            };
-            use(ops[i]);
-            for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, use);
-        }
+        // fn(v, i) for each use of a value by op i of this block (a use inside a nested
+        // block counts at the op holding it).
+        auto for_each_use = [&](const std::function<void(ir::ValueId, size_t)>& fn) {
+            for (size_t i = 0; i < ops.size(); ++i) {
+                auto use = [&](const ir::Op& o) {
+                    for (ir::ValueId v : o.operands) fn(v, i);
+                    for (const ir::Region& r : o.regions) {
+                        for (ir::ValueId y : r.yields) fn(y, i);
+                    }
+                };
+                use(ops[i]);
+                for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, use);
+            }
+        };
+        for_each_use(note);
         for (ir::ValueId v : kept) note(v, ops.size());
         MemoryBreakdown peak;
         for (ir::ValueId a : args) add_to(peak, a, 1);
@@ -279,16 +284,7 @@ ProgramFacts analyse_program(const ir::Module& module) {
             add_to(delta[to + 1], v, -1);
         }
         // Values of outer blocks used here keep a last use in the scratch: clear it.
-        for (size_t i = 0; i < ops.size(); ++i) {
-            auto clear = [&](const ir::Op& o) {
-                for (ir::ValueId v : o.operands) note(v, kUnused);
-                for (const ir::Region& r : o.regions) {
-                    for (ir::ValueId y : r.yields) note(y, kUnused);
-                }
-            };
-            clear(ops[i]);
-            for (const ir::Region& r : ops[i].regions) ir::for_each_op(r.ops, clear);
-        }
+        for_each_use([&](ir::ValueId v, size_t) { note(v, kUnused); });
         for (ir::ValueId v : kept) note(v, kUnused);
         MemoryBreakdown live;
         for (size_t i = 0; i < ops.size(); ++i) {
